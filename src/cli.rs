@@ -1,0 +1,184 @@
+//! The command line, defined once: parsing, `--help`, the man page and shell completions all
+//! come from these types.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const EXIT_CODES: &str = "Exit codes: 0 ok; 1 a problem blocks a safe plan (or check-build found problems); \
+2 bad input or usage; 3 environment problem (e.g. no driver when one was required).";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gpuprobe",
+    version,
+    about = "Measure which CMake flags are safe and best for building llama.cpp on your GPUs",
+    long_about = "Measure which CMake flags are safe and best for building llama.cpp on your GPUs.\n\n\
+gpuprobe probes each GPU in an isolated child process (VMM support, allocation granularity, and a \
+smoke test that repeats llama.cpp's own VMM pool call sequence), combines what it measured with a \
+database of known per-architecture problems and the llama.cpp version, and prints CMake flags with \
+the reason for each.",
+    after_help = EXIT_CODES
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Enumerate GPUs and measure each one (VMM attribute, granularity, smoke test).
+    #[command(after_help = EXIT_CODES)]
+    Detect(DetectArgs),
+    /// Resolve the CMake flags for llama.cpp: probe this machine, read a report, or take declared targets.
+    #[command(name = "cmake-flags", after_help = EXIT_CODES)]
+    CmakeFlags(CmakeFlagsArgs),
+    /// Show the quirk database, or the target table.
+    #[command(after_help = EXIT_CODES)]
+    Quirks(QuirksArgs),
+    /// Print shell completions for SHELL to stdout.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to stdout.
+    Man,
+    /// Internal: the isolated per-device probe child. Not for direct use.
+    #[command(name = "__child", hide = true)]
+    Child(ChildArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendChoice {
+    Auto,
+    Cuda,
+    Hip,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ProbeArgs {
+    /// Which GPU backend to probe.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendChoice,
+    /// Skip the VMM smoke test (only query device facts).
+    #[arg(long)]
+    pub no_smoke: bool,
+    /// Seconds each device's probe may take before it is killed and reported as a hang.
+    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
+    pub timeout: f64,
+    /// Smoke-test cycles per device (fresh reservation and handles each cycle).
+    #[arg(long, default_value_t = 200, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100000))]
+    pub cycles: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct DetectArgs {
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+    /// Print the report as JSON (schema gpuprobe.report/v1).
+    #[arg(long)]
+    pub json: bool,
+    /// Exit 3 when no GPU is found.
+    #[arg(long)]
+    pub require_gpu: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A commented POSIX-sh fragment that configures and builds llama.cpp.
+    Shell,
+    /// Only the -D flags, on one line (one line per group).
+    Args,
+    /// The whole plan with reasons and quirk ids.
+    Json,
+    /// A CMakeUserPresets.json.
+    Preset,
+    /// GitHub Actions step outputs and summary ($GITHUB_OUTPUT, $GITHUB_STEP_SUMMARY).
+    Github,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OsChoice {
+    Linux,
+    Windows,
+}
+
+#[derive(Debug, Args)]
+pub struct CmakeFlagsArgs {
+    /// Declared targets, comma-separated: gfx names (gfx1100), family tokens (gfx110X, gfx120X) and CUDA
+    /// archs (sm_90, 90). Targets-only mode: nothing is probed.
+    #[arg(long, value_name = "LIST", conflicts_with = "from")]
+    pub targets: Option<String>,
+    /// Plan from a saved `gpuprobe detect --json` report instead of probing.
+    #[arg(long, value_name = "REPORT.json")]
+    pub from: Option<PathBuf>,
+    /// A llama.cpp source tree: the options it declares and (from git or an sdist) its build number.
+    #[arg(long, value_name = "DIR")]
+    pub llama_cpp: Option<PathBuf>,
+    /// The llama.cpp build number (the N of release tag bN).
+    #[arg(long, value_name = "N")]
+    pub llama_build: Option<u64>,
+    /// ROCm version that will build llama.cpp (e.g. 6.4.1, 7.2.1, 7.14.0a20260608).
+    #[arg(long, value_name = "VER", conflicts_with = "cuda")]
+    pub rocm: Option<String>,
+    /// CUDA toolkit version that will build llama.cpp (e.g. 12.8, 13.0).
+    #[arg(long, value_name = "VER")]
+    pub cuda: Option<String>,
+    /// Find the toolkit version: `auto` asks nvcc/hipconfig on PATH; or a path to nvcc/hipconfig; `none` skips it.
+    #[arg(long, value_name = "auto|none|PATH", default_value = "auto")]
+    pub toolchain: String,
+    /// Operating system the build is for.
+    #[arg(long, value_enum)]
+    pub os: Option<OsChoice>,
+    #[arg(long, value_enum, default_value = "shell")]
+    pub format: Format,
+    /// Only this group (by name) for `args`; see `--format json` for the names.
+    #[arg(long, value_name = "NAME")]
+    pub group: Option<String>,
+    /// Explain every decision on stderr: what matched, why, and the sources.
+    #[arg(long)]
+    pub explain: bool,
+    /// Plan the legacy pool (GGML_*_NO_VMM=ON) whatever was measured, e.g. to compare builds.
+    #[arg(long)]
+    pub force_no_vmm: bool,
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct QuirksArgs {
+    #[command(subcommand)]
+    pub action: Option<QuirksAction>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum QuirksAction {
+    /// One line per quirk record (the default).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// One record in full, with its match conditions, effect and sources.
+    Show { id: String },
+    /// The known GPU targets and family tokens.
+    Targets,
+}
+
+#[derive(Debug, Args)]
+pub struct ChildArgs {
+    /// Backend to probe in this child.
+    #[arg(value_enum)]
+    pub backend: BackendChoice,
+    #[arg(long)]
+    pub list: bool,
+    #[arg(long)]
+    pub device: Option<u32>,
+    #[arg(long, num_args = 2, value_names = ["A", "B"])]
+    pub peer: Option<Vec<u32>>,
+    #[arg(long, default_value_t = 200)]
+    pub cycles: u32,
+    #[arg(long, default_value_t = 4)]
+    pub chunks: u32,
+    #[arg(long)]
+    pub no_smoke: bool,
+}

@@ -1,0 +1,216 @@
+use std::path::Path;
+
+use anyhow::Result;
+
+use super::detect::probe_options;
+use super::print;
+use crate::cli::{CmakeFlagsArgs, Format, OsChoice};
+use crate::emit;
+use crate::llama::LlamaTarget;
+use crate::llama::checkout::Checkout;
+use crate::plan::Mode;
+use crate::probe::toolchain;
+use crate::profiles::Knowledge;
+use crate::quirks::Os;
+use crate::report::{Backend, Report};
+use crate::resolve::{Devices, Request, resolve};
+use crate::version::Version;
+
+pub fn llama_target(dir: Option<&Path>, build: Option<u64>, k: &Knowledge) -> Result<LlamaTarget> {
+    if let Some(b) = build
+        && b == 0
+    {
+        return Err(crate::Error::input("--llama-build", "build 0 is what llama.cpp reports when built without git", "give the real build number (the N of tag bN)").into());
+    }
+    match dir {
+        Some(dir) => {
+            let c = Checkout::open(dir)?;
+            let (b, source) = match (build, c.build, &c.build_source) {
+                (Some(b), _, _) => (Some(b), format!("--llama-build, options read from {}", dir.display())),
+                (None, Some(b), Some(src)) => (Some(b), format!("checkout {} ({src})", dir.display())),
+                _ => {
+                    eprintln!(
+                        "gpuprobe: note: the build number of {} cannot be known (no git, no sdist PKG-INFO); \
+                         build-dependent quirks count as possibly matching. Pass --llama-build N to be precise.",
+                        dir.display()
+                    );
+                    (None, format!("checkout {} (build number unknown)", dir.display()))
+                }
+            };
+            Ok(LlamaTarget { build: b, source, checkout: Some(c) })
+        }
+        None => match build {
+            Some(b) => {
+                if b > k.options.meta.newest_build {
+                    eprintln!(
+                        "gpuprobe: note: build {b} is newer than the newest build in the option table ({}); options are taken from that one",
+                        k.options.meta.newest_build
+                    );
+                }
+                Ok(LlamaTarget { build: Some(b), source: "--llama-build".into(), checkout: None })
+            }
+            None => Ok(LlamaTarget {
+                build: None,
+                source: format!("latest known build {} (pass --llama-build or --llama-cpp to choose)", k.options.meta.newest_build),
+                checkout: None,
+            }),
+        },
+    }
+}
+
+fn parse_version(flag: &str, s: &str) -> Result<Version> {
+    s.parse::<Version>().map_err(|e| crate::Error::input(flag, e.to_string(), "give a version such as 6.4.1 or 12.8").into())
+}
+
+pub fn host_os(report: Option<&Report>) -> Os {
+    match report.map(|r| r.host.os.as_str()) {
+        Some("windows") => Os::Windows,
+        Some("wsl") => Os::Wsl,
+        Some(_) => Os::Linux,
+        None if cfg!(windows) => Os::Windows,
+        None => crate::probe::host().os.parse_os(),
+    }
+}
+
+trait ParseOs {
+    fn parse_os(&self) -> Os;
+}
+impl ParseOs for String {
+    fn parse_os(&self) -> Os {
+        match self.as_str() {
+            "windows" => Os::Windows,
+            "wsl" => Os::Wsl,
+            _ => Os::Linux,
+        }
+    }
+}
+
+pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
+    let k = Knowledge::load()?;
+    let llama = llama_target(a.llama_cpp.as_deref(), a.llama_build, &k)?;
+    let mut rocm = a.rocm.as_deref().map(|s| parse_version("--rocm", s)).transpose()?;
+    let mut cuda = a.cuda.as_deref().map(|s| parse_version("--cuda", s)).transpose()?;
+    let mut toolkit_source = if a.rocm.is_some() { "--rocm".to_string() } else { "--cuda".to_string() };
+    match a.toolchain.as_str() {
+        "none" => {}
+        "auto" => {
+            if rocm.is_none() && cuda.is_none() {
+                if let Some((v, src)) = toolchain::cuda_version(None) {
+                    cuda = Some(v);
+                    toolkit_source = src;
+                }
+                if let Some((v, src)) = toolchain::rocm_version(None) {
+                    rocm = Some(v);
+                    toolkit_source = src;
+                }
+            }
+        }
+        path => {
+            let p = Path::new(path);
+            let name = p.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            let found = if name.starts_with("nvcc") {
+                toolchain::cuda_version(Some(p)).map(|(v, s)| (Backend::Cuda, v, s))
+            } else {
+                toolchain::rocm_version(Some(p)).map(|(v, s)| (Backend::Hip, v, s))
+            };
+            match found {
+                Some((Backend::Cuda, v, s)) => {
+                    cuda = Some(v);
+                    toolkit_source = s;
+                }
+                Some((Backend::Hip, v, s)) => {
+                    rocm = Some(v);
+                    toolkit_source = s;
+                }
+                None => {
+                    return Err(crate::Error::input(
+                        "--toolchain",
+                        format!("`{path}` did not report a version (expected nvcc or hipconfig)"),
+                        "pass the path of nvcc or hipconfig, or `auto`, or give --cuda/--rocm",
+                    )
+                    .into());
+                }
+            }
+        }
+    }
+
+    let report_owned: Report;
+    let devices = if let Some(list) = &a.targets {
+        Devices::Declared(k.targets.expand(list)?)
+    } else if let Some(path) = &a.from {
+        let text = std::fs::read_to_string(path).map_err(|e| crate::Error::input(path.display().to_string(), format!("cannot read: {e}"), "pass a file written by `gpuprobe detect --json`"))?;
+        report_owned = Report::from_json(&text, &path.display().to_string())?;
+        Devices::Measured { report: &report_owned, mode: Mode::Report }
+    } else {
+        report_owned = crate::probe::detect(&probe_options(&a.probe)?);
+        if report_owned.devices.is_empty() {
+            eprint!("{}", super::detect::table(&report_owned));
+            return Err(crate::Error::Environment {
+                message: "no GPU found to plan for".into(),
+                fix: "declare targets instead: gpuprobe cmake-flags --targets gfx1100,gfx120X (or sm_86,sm_90)".into(),
+            }
+            .into());
+        }
+        Devices::Measured { report: &report_owned, mode: Mode::Probe }
+    };
+    let report = match &devices {
+        Devices::Measured { report, .. } => Some(*report),
+        Devices::Declared(_) => None,
+    };
+    let os = match a.os {
+        Some(OsChoice::Linux) => Os::Linux,
+        Some(OsChoice::Windows) => Os::Windows,
+        None => host_os(report),
+    };
+    let backend = match a.probe.backend {
+        crate::cli::BackendChoice::Cuda => Some(Backend::Cuda),
+        crate::cli::BackendChoice::Hip => Some(Backend::Hip),
+        crate::cli::BackendChoice::Auto => None,
+    };
+    let env_set = match report {
+        Some(r) => r.environment.iter().map(|e| e.name.clone()).collect(),
+        None => crate::probe::env::set_names(),
+    };
+    let req = Request { devices, backend, llama, rocm, cuda, toolkit_source, os, env_set, force_no_vmm: a.force_no_vmm };
+    let plan = resolve(&k, &req)?;
+    if a.explain {
+        eprint!("{}", emit::explain(&plan, &k));
+    }
+    if plan.refused() && a.format != Format::Json {
+        for r in &plan.refusals {
+            eprintln!("gpuprobe: refused: {}", r.message);
+        }
+        return Ok(crate::error::exit::PROBLEM);
+    }
+    match a.format {
+        Format::Shell => print(&emit::shell::render(&plan))?,
+        Format::Json => print(&emit::json(&plan))?,
+        Format::Preset => print(&emit::preset::render(&plan))?,
+        Format::Args => {
+            let groups: Vec<_> = match &a.group {
+                Some(name) => {
+                    let g: Vec<_> = plan.groups.iter().filter(|g| &g.name == name).collect();
+                    if g.is_empty() {
+                        let names: Vec<&str> = plan.groups.iter().map(|g| g.name.as_str()).collect();
+                        return Err(crate::Error::input("--group", format!("no group named `{name}`"), format!("use one of: {}", names.join(", "))).into());
+                    }
+                    g
+                }
+                None => plan.groups.iter().collect(),
+            };
+            if groups.len() > 1 {
+                eprintln!("gpuprobe: note: {} build groups, one line each ({}); pick one with --group", groups.len(), groups.iter().map(|g| g.name.as_str()).collect::<Vec<_>>().join(", "));
+            }
+            print(&groups.iter().map(|g| emit::args::render(g)).collect::<String>())?;
+        }
+        Format::Github => {
+            let Some(output) = std::env::var_os("GITHUB_OUTPUT").filter(|v| !v.is_empty()) else {
+                return Err(crate::Error::input("--format github", "GITHUB_OUTPUT is not set (not running in GitHub Actions)", "use --format json or shell outside GitHub Actions").into());
+            };
+            let summary = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|v| !v.is_empty());
+            let annotations = emit::github::write(&plan, Path::new(&output), summary.as_deref().map(Path::new))?;
+            print(&annotations)?;
+        }
+    }
+    Ok(if plan.refused() { crate::error::exit::PROBLEM } else { 0 })
+}

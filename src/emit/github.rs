@@ -1,0 +1,121 @@
+//! `github`: step outputs (`cmake-args`, `env`, `matrix`, `plan`) to `$GITHUB_OUTPUT`, a summary
+//! table to `$GITHUB_STEP_SUMMARY`, and warnings as workflow annotations on stdout.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde_json::json;
+
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+
+/// The matrix usable with `fromJSON(...)`: one entry per group.
+pub fn matrix(plan: &Plan) -> serde_json::Value {
+    let include: Vec<serde_json::Value> = plan
+        .groups
+        .iter()
+        .map(|g| {
+            json!({
+                "name": g.name,
+                "targets": g.targets.join(";"),
+                "cmake-args": g.cmake_args().join(" "),
+                "vmm": g.vmm,
+            })
+        })
+        .collect();
+    json!({ "include": include })
+}
+
+/// Unconditional runtime env advice, `NAME=VALUE` per line (conditional advice stays in the summary).
+pub fn env_lines(plan: &Plan) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    for g in &plan.groups {
+        for e in g.env.iter().filter(|e| e.when.is_none()) {
+            let l = format!("{}={}", e.name, e.value);
+            if !lines.contains(&l) {
+                lines.push(l);
+            }
+        }
+    }
+    lines.join("\n")
+}
+
+pub fn summary(plan: &Plan) -> String {
+    let mut s = String::new();
+    let status = if plan.refused() { "refused" } else { "ok" };
+    s.push_str(&format!("### gpuprobe: llama.cpp {} plan ({status})\n\n", plan.backend.name()));
+    s.push_str(&format!(
+        "llama.cpp build {} ({}), {} {}\n\n",
+        plan.llama.effective_build,
+        plan.llama.source,
+        plan.toolkit.name,
+        plan.toolkit.version.as_deref().unwrap_or("unknown")
+    ));
+    s.push_str("| group | targets | VMM | flags | why |\n|---|---|---|---|---|\n");
+    for g in &plan.groups {
+        let vmm_reason = g.flags.iter().find(|f| f.name.ends_with("_NO_VMM")).map(|f| f.reason.as_str()).unwrap_or("");
+        s.push_str(&format!(
+            "| {} | {} | {} | `{}` | {} |\n",
+            g.name,
+            g.targets.join(", "),
+            if g.vmm { "on" } else { "off" },
+            g.cmake_args().join(" "),
+            md_cell(vmm_reason)
+        ));
+    }
+    for (label, notes) in [("Refused", &plan.refusals), ("Warnings", &plan.warnings), ("May apply", &plan.notes)] {
+        if notes.is_empty() {
+            continue;
+        }
+        s.push_str(&format!("\n**{label}**\n\n"));
+        for n in notes {
+            s.push_str(&format!("- {}\n", md_cell(&n.message)));
+        }
+    }
+    s
+}
+
+fn md_cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// Writes outputs and summary to the files GitHub names; returns the annotation lines for stdout.
+pub fn write(plan: &Plan, output: &Path, summary_path: Option<&Path>) -> Result<String> {
+    let plan_json = serde_json::to_string(plan).unwrap_or_default();
+    let args = plan.groups.first().map(|g| g.cmake_args().join(" ")).unwrap_or_default();
+    let mut out = String::new();
+    out.push_str(&format!("cmake-args={args}\n"));
+    out.push_str(&format!("matrix={}\n", matrix(plan)));
+    out.push_str(&heredoc("env", &env_lines(plan)));
+    out.push_str(&heredoc("plan", &plan_json));
+    append(output, &out)?;
+    if let Some(p) = summary_path {
+        append(p, &summary(plan))?;
+    }
+    let mut annotations = String::new();
+    for n in &plan.refusals {
+        annotations.push_str(&format!("::error title=gpuprobe::{}\n", escape_annotation(&n.message)));
+    }
+    for n in &plan.warnings {
+        annotations.push_str(&format!("::warning title=gpuprobe::{}\n", escape_annotation(&n.message)));
+    }
+    Ok(annotations)
+}
+
+/// A multi-line output with a delimiter that cannot occur in the value.
+fn heredoc(key: &str, value: &str) -> String {
+    let mut delim = "GPUPROBE_EOF".to_string();
+    while value.contains(&delim) {
+        delim.push('_');
+    }
+    format!("{key}<<{delim}\n{value}\n{delim}\n")
+}
+
+fn escape_annotation(s: &str) -> String {
+    s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+}
+
+fn append(path: &Path, text: &str) -> Result<()> {
+    let mut f = std::fs::OpenOptions::new().append(true).create(true).open(path).map_err(|e| Error::io(path, e))?;
+    f.write_all(text.as_bytes()).map_err(|e| Error::io(path, e))
+}

@@ -1,0 +1,19 @@
+//! gpuprobe: measures which CMake flags are safe and best for building llama.cpp on a machine's
+//! GPUs. *What was measured or declared* ([`report`], [`probe`]) → *the plan* ([`resolve`],
+//! [`plan`]) → *the output format* ([`emit`]); each stage is plain data and testable on its own.
+
+pub mod cli;
+pub mod commands;
+pub mod emit;
+pub mod error;
+pub mod llama;
+pub mod plan;
+pub mod probe;
+pub mod profiles;
+pub mod quirks;
+pub mod report;
+pub mod resolve;
+pub mod targets;
+pub mod version;
+
+pub use error::{Error, Result};

@@ -1,0 +1,85 @@
+//! A thin, non-panicking layer over the bindgen table: a missing symbol is an error value for the
+//! call that needs it (old drivers lack the VMM entry points), not a failed start.
+
+use std::ffi::{CStr, c_char};
+
+use super::sys;
+use crate::report::ApiError;
+
+/// Library names tried in order. `GPUPROBE_LIBCUDA` overrides (tests point it at a fake driver).
+const CANDIDATES: &[&str] = &["libcuda.so.1", "libcuda.so"];
+
+pub struct Driver {
+    lib: sys::CudaDriver,
+}
+
+/// Calls a driver function by name; `Err(ApiError)` when the symbol is missing or the call fails.
+macro_rules! cu {
+    ($drv:expr, $f:ident ( $($arg:expr),* $(,)? )) => {{
+        let d: &$crate::probe::cuda::Driver = $drv;
+        match d.raw().$f.as_ref() {
+            Err(_) => Err(d.missing(stringify!($f))),
+            // SAFETY: arguments follow the signature bindgen derived from cuda.h; pointers
+            // passed in are valid for the duration of the call at every call site.
+            Ok(func) => d.check(stringify!($f), unsafe { func($($arg),*) }),
+        }
+    }};
+}
+pub(crate) use cu;
+
+impl Driver {
+    pub fn load() -> Result<Driver, String> {
+        let names: Vec<String> = match std::env::var("GPUPROBE_LIBCUDA") {
+            Ok(p) if !p.is_empty() => vec![p],
+            _ => CANDIDATES.iter().map(|s| s.to_string()).collect(),
+        };
+        let mut errors = Vec::new();
+        for name in &names {
+            // SAFETY: loading a shared library runs its initialisers; libcuda's are what every
+            // CUDA program runs, and this happens only in the isolated child process.
+            match unsafe { sys::CudaDriver::new(name) } {
+                Ok(lib) => return Ok(Driver { lib }),
+                Err(e) => errors.push(format!("{name}: {}", std::error::Error::source(&e).map_or(e.to_string(), |s| s.to_string()))),
+            }
+        }
+        Err(errors.join("; "))
+    }
+
+    pub fn raw(&self) -> &sys::CudaDriver {
+        &self.lib
+    }
+
+    pub fn missing(&self, api: &str) -> ApiError {
+        ApiError {
+            api: api.trim_end_matches("_v2").to_string(),
+            code: -1,
+            name: Some("SYMBOL_NOT_FOUND".into()),
+            message: Some("this driver does not export the function (driver too old?)".into()),
+        }
+    }
+
+    pub fn check(&self, api: &str, r: sys::CUresult) -> Result<(), ApiError> {
+        if r == sys::CUDA_SUCCESS {
+            return Ok(());
+        }
+        Err(ApiError { api: api.trim_end_matches("_v2").to_string(), code: i64::from(r), name: self.error_name(r), message: self.error_string(r) })
+    }
+
+    fn error_name(&self, r: sys::CUresult) -> Option<String> {
+        let f = self.lib.cuGetErrorName.as_ref().ok()?;
+        let mut p: *const c_char = std::ptr::null();
+        // SAFETY: p receives a pointer to a static string owned by the driver.
+        let ok = unsafe { f(r, &mut p) } == sys::CUDA_SUCCESS && !p.is_null();
+        // SAFETY: non-null, NUL-terminated static string from the driver.
+        ok.then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    }
+
+    fn error_string(&self, r: sys::CUresult) -> Option<String> {
+        let f = self.lib.cuGetErrorString.as_ref().ok()?;
+        let mut p: *const c_char = std::ptr::null();
+        // SAFETY: as in error_name.
+        let ok = unsafe { f(r, &mut p) } == sys::CUDA_SUCCESS && !p.is_null();
+        // SAFETY: as in error_name.
+        ok.then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    }
+}

@@ -1,0 +1,269 @@
+//! Runs probe children in isolation: each in its own process group, with a deadline, read line
+//! by line as it writes, killed as a group on timeout, and never outliving gpuprobe.
+//!
+//! A GPU fault can leave the host thread waiting forever on a completion signal, and a driver
+//! can segfault at init; neither may hang or crash gpuprobe itself.
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// How a child ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+    /// Killed by us at the deadline.
+    TimedOut,
+    /// Could not be started at all.
+    SpawnFailed(String),
+}
+
+/// Everything a child said, and how it ended.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub events: Vec<Value>,
+    /// Lines on stdout that were not JSON objects with an `event` key.
+    pub garbage: Vec<String>,
+    pub stderr_tail: Vec<String>,
+    pub exit: Exit,
+    pub elapsed: Duration,
+}
+
+impl Outcome {
+    pub fn event(&self, kind: &str) -> Option<&Value> {
+        self.events.iter().find(|e| e["event"] == kind)
+    }
+    pub fn events_of<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+        self.events.iter().filter(move |e| e["event"] == kind)
+    }
+    pub fn complete(&self) -> bool {
+        self.event("done").is_some()
+    }
+    /// The last stage the child announced before it stopped.
+    pub fn last_stage(&self) -> Option<String> {
+        self.events
+            .iter()
+            .rev()
+            .find(|e| e["event"] == "stage")
+            .and_then(|e| e["stage"].as_str().map(str::to_string))
+    }
+    pub fn last_cycle(&self) -> Option<u64> {
+        self.events.iter().rev().find(|e| e["event"] == "cycle").and_then(|e| e["cycle"].as_u64())
+    }
+}
+
+enum Msg {
+    Line(String),
+    Eof,
+}
+
+/// A running child whose stdout is being read on a thread.
+pub struct Running {
+    child: Child,
+    rx: Receiver<Msg>,
+    stderr: Option<std::thread::JoinHandle<Vec<String>>>,
+    started: Instant,
+    deadline: Instant,
+    events: Vec<Value>,
+    garbage: Vec<String>,
+    eof: bool,
+}
+
+/// Starts `cmd` in a new process group, with the parent-death signal set so that it dies with us.
+pub fn spawn(mut cmd: Command, timeout: Duration) -> Result<Running, String> {
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.process_group(0);
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            #[cfg(target_os = "linux")]
+            {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let program = format!("{:?}", cmd.get_program());
+    let mut child = cmd.spawn().map_err(|e| format!("cannot start {program}: {e}"))?;
+    let stdout = child.stdout.take().ok_or("child has no stdout")?;
+    let stderr = child.stderr.take().ok_or("child has no stderr")?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stdout);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            // Bounded line length: garbage without newlines must not eat memory.
+            match reader.by_ref().take(1 << 20).read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let line = String::from_utf8_lossy(&buf).trim_end().to_string();
+                    if tx.send(Msg::Line(line)).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = tx.send(Msg::Eof);
+    });
+    let stderr = std::thread::spawn(move || {
+        let mut tail: Vec<String> = Vec::new();
+        let reader = BufReader::new(stderr.take(4 << 20));
+        for line in reader.split(b'\n').map_while(Result::ok) {
+            tail.push(String::from_utf8_lossy(&line).trim_end().to_string());
+            if tail.len() > 20 {
+                tail.remove(0);
+            }
+        }
+        tail
+    });
+    let started = Instant::now();
+    Ok(Running { child, rx, stderr: Some(stderr), started, deadline: started + timeout, events: Vec::new(), garbage: Vec::new(), eof: false })
+}
+
+impl Running {
+    fn take(&mut self, msg: Msg) {
+        match msg {
+            Msg::Eof => self.eof = true,
+            Msg::Line(l) if l.trim().is_empty() => {}
+            Msg::Line(l) => match serde_json::from_str::<Value>(&l) {
+                Ok(v) if v.get("event").and_then(Value::as_str).is_some() => self.events.push(v),
+                _ => {
+                    if self.garbage.len() < 20 {
+                        self.garbage.push(l.chars().take(200).collect());
+                    }
+                }
+            },
+        }
+    }
+
+    /// Waits (until the deadline) for an event of `kind`; returns it if it came.
+    pub fn wait_for(&mut self, kind: &str) -> Option<Value> {
+        loop {
+            if let Some(e) = self.events.iter().find(|e| e["event"] == kind) {
+                return Some(e.clone());
+            }
+            if self.eof {
+                return None;
+            }
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            match self.rx.recv_timeout(left) {
+                Ok(m) => self.take(m),
+                Err(RecvTimeoutError::Timeout) => return None,
+                Err(RecvTimeoutError::Disconnected) => self.eof = true,
+            }
+        }
+    }
+
+    /// Reads until the child closes stdout and exits, or the deadline passes (then kills the group).
+    pub fn finish(mut self) -> Outcome {
+        let mut timed_out = false;
+        while !self.eof {
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(m) => self.take(m),
+                Err(RecvTimeoutError::Timeout) => {
+                    timed_out = true;
+                    break;
+                }
+                Err(RecvTimeoutError::Disconnected) => self.eof = true,
+            }
+        }
+        let exit = if timed_out {
+            self.kill_group();
+            Exit::TimedOut
+        } else {
+            self.wait_until_deadline()
+        };
+        // Drain what arrived before the kill.
+        while let Ok(m) = self.rx.try_recv() {
+            self.take(m);
+        }
+        let stderr_tail = self.stderr.take().and_then(|h| h.join().ok()).unwrap_or_default();
+        Outcome {
+            events: std::mem::take(&mut self.events),
+            garbage: std::mem::take(&mut self.garbage),
+            stderr_tail,
+            exit,
+            elapsed: self.started.elapsed(),
+        }
+    }
+
+    fn wait_until_deadline(&mut self) -> Exit {
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => {
+                    // The group may still hold grandchildren that keep a GPU context alive.
+                    self.kill_group();
+                    return match (status.code(), status.signal()) {
+                        (Some(c), _) => Exit::Code(c),
+                        (None, Some(s)) => Exit::Signal(s),
+                        _ => Exit::Code(-1),
+                    };
+                }
+                Ok(None) if Instant::now() >= self.deadline => {
+                    self.kill_group();
+                    return Exit::TimedOut;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+                Err(e) => return Exit::SpawnFailed(e.to_string()),
+            }
+        }
+    }
+
+    fn kill_group(&mut self) {
+        let pid = self.child.id() as i32;
+        // SAFETY: plain syscall; the group id is the child's pid because of process_group(0).
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.kill_group();
+        }
+    }
+}
+
+/// Runs one child to completion.
+pub fn run(cmd: Command, timeout: Duration) -> Outcome {
+    match spawn(cmd, timeout) {
+        Ok(r) => r.finish(),
+        Err(e) => Outcome {
+            events: Vec::new(),
+            garbage: Vec::new(),
+            stderr_tail: Vec::new(),
+            exit: Exit::SpawnFailed(e),
+            elapsed: Duration::ZERO,
+        },
+    }
+}
+
+/// Human name of a signal number.
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGILL => "SIGILL",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        _ => "signal",
+    }
+}

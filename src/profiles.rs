@@ -1,0 +1,146 @@
+//! Loading the data in `profiles/`: bundled files compiled in, user quirk files merged over them.
+//!
+//! Every parse error names the file, the line and the field, and exits with code 2.
+
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+
+use crate::error::{Error, Result};
+use crate::llama::options::OptionTable;
+use crate::quirks::{Quirk, QuirkFile};
+use crate::targets::TargetTable;
+
+pub const BUNDLED_QUIRKS: &str = include_str!("../profiles/quirks.toml");
+pub const BUNDLED_TARGETS: &str = include_str!("../profiles/targets.toml");
+pub const BUNDLED_OPTIONS: &str = include_str!("../profiles/llama-options.toml");
+
+/// Environment variable naming extra quirk directories (`:`-separated), merged over the bundled ones.
+pub const QUIRKS_ENV: &str = "GPUPROBE_QUIRKS_DIR";
+
+/// Everything the resolver knows, loaded once.
+#[derive(Debug, Clone)]
+pub struct Knowledge {
+    pub quirks: Vec<Quirk>,
+    pub targets: TargetTable,
+    pub options: OptionTable,
+    /// Where user quirks came from, for `--explain`.
+    pub user_quirk_files: Vec<PathBuf>,
+}
+
+impl Knowledge {
+    /// Bundled data plus user quirk files from `$GPUPROBE_QUIRKS_DIR` and the per-user config dir.
+    pub fn load() -> Result<Self> {
+        let mut k = Knowledge::bundled()?;
+        for dir in user_quirk_dirs() {
+            k.merge_quirk_dir(&dir)?;
+        }
+        Ok(k)
+    }
+
+    pub fn bundled() -> Result<Self> {
+        let quirks: QuirkFile = parse_toml(BUNDLED_QUIRKS, "profiles/quirks.toml")?;
+        quirks.validate(BUNDLED_QUIRKS, "profiles/quirks.toml")?;
+        let targets: TargetTable = parse_toml(BUNDLED_TARGETS, "profiles/targets.toml")?;
+        targets.validate("profiles/targets.toml")?;
+        let options: OptionTable = parse_toml(BUNDLED_OPTIONS, "profiles/llama-options.toml")?;
+        Ok(Knowledge { quirks: quirks.quirk, targets, options, user_quirk_files: Vec::new() })
+    }
+
+    /// Reads every `*.toml` in `dir` (sorted by name); a record whose id exists replaces it.
+    pub fn merge_quirk_dir(&mut self, dir: &Path) -> Result<()> {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io(dir, e)),
+        };
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        files.sort();
+        for path in files {
+            self.merge_quirk_file(&path)?;
+        }
+        Ok(())
+    }
+
+    pub fn merge_quirk_file(&mut self, path: &Path) -> Result<()> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let origin = path.display().to_string();
+        let file: QuirkFile = parse_toml(&text, &origin)?;
+        file.validate(&text, &origin)?;
+        for q in file.quirk {
+            if let Some(existing) = self.quirks.iter_mut().find(|e| e.id == q.id) {
+                *existing = q;
+            } else {
+                self.quirks.push(q);
+            }
+        }
+        self.user_quirk_files.push(path.to_path_buf());
+        Ok(())
+    }
+
+    pub fn quirk(&self, id: &str) -> Option<&Quirk> {
+        self.quirks.iter().find(|q| q.id.eq_ignore_ascii_case(id))
+    }
+}
+
+/// `$GPUPROBE_QUIRKS_DIR` entries, then `$XDG_CONFIG_HOME/gpuprobe/quirks` (or `~/.config/...`).
+pub fn user_quirk_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(v) = std::env::var_os(QUIRKS_ENV) {
+        dirs.extend(std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()));
+    }
+    if let Some(cfg) = config_dir() {
+        dirs.push(cfg.join("quirks"));
+    }
+    dirs
+}
+
+pub fn config_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("gpuprobe"))
+}
+
+/// Parses TOML into `T`; errors carry `origin:line`, the field and the message.
+pub fn parse_toml<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
+    toml::from_str(text).map_err(|e| {
+        let line = e.span().map(|s| line_of(text, s.start));
+        let field = line.and_then(|l| key_on_line(text, l));
+        let message = e.message().trim().to_string();
+        let message = match field {
+            Some(f) if !message.contains(&f) => format!("field `{f}`: {message}"),
+            _ => message,
+        };
+        Error::Input {
+            input: origin.to_string(),
+            line,
+            message,
+            fix: "correct the file (see the comments at the top of the bundled profiles/ file of the same kind)".into(),
+        }
+    })
+}
+
+pub fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].bytes().filter(|b| *b == b'\n').count() + 1
+}
+
+fn key_on_line(text: &str, line: usize) -> Option<String> {
+    let l = text.lines().nth(line - 1)?;
+    let (key, _) = l.split_once('=')?;
+    let key = key.trim();
+    (!key.is_empty() && !key.starts_with('[')).then(|| key.to_string())
+}
+
+/// Finds the line where `[[quirk]]` record `id` is declared, for semantic errors.
+pub fn line_of_id(text: &str, id: &str) -> Option<usize> {
+    text.lines().position(|l| {
+        let l = l.trim();
+        l.starts_with("id") && l.contains(&format!("\"{id}\""))
+    })
+    .map(|i| i + 1)
+}

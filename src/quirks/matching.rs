@@ -1,0 +1,153 @@
+//! Three-valued matching of quirk records against what is known about one target or device.
+
+use serde::Serialize;
+
+use super::{Match, Os, Quirk};
+use crate::report::Vendor;
+use crate::targets::TargetTable;
+use crate::version::{Version, VersionRange};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tri {
+    Yes,
+    No,
+    Unknown,
+}
+
+impl Tri {
+    fn and(self, other: Tri) -> Tri {
+        match (self, other) {
+            (Tri::No, _) | (_, Tri::No) => Tri::No,
+            (Tri::Unknown, _) | (_, Tri::Unknown) => Tri::Unknown,
+            _ => Tri::Yes,
+        }
+    }
+    fn of(b: bool) -> Tri {
+        if b { Tri::Yes } else { Tri::No }
+    }
+    /// Could the record apply? (Yes or Unknown.)
+    pub fn possible(self) -> bool {
+        self != Tri::No
+    }
+}
+
+/// What is known about one target (declared) or device (probed). `None` means unknown.
+#[derive(Debug, Clone)]
+pub struct Context<'a> {
+    pub targets: &'a TargetTable,
+    pub vendor: Vendor,
+    pub arch: &'a str,
+    pub os: Option<Os>,
+    pub runtime: Option<&'a Version>,
+    pub driver: Option<&'a Version>,
+    pub llama_build: Option<u64>,
+    pub apu: Option<bool>,
+    pub multi_gpu: Option<bool>,
+    pub igpu_with_dgpu: Option<bool>,
+    pub vmm_build: Option<bool>,
+    pub uma: Option<bool>,
+    pub peer_problem: Option<bool>,
+    /// `pass`, `fail`, `reserve-fail`, `hang`, `crash`, `bad-output`, `not-run`.
+    pub smoke: Option<&'a str>,
+    pub env_set: &'a [String],
+}
+
+impl Quirk {
+    /// The verdict, and one line per condition saying how it went (for `--explain`).
+    pub fn evaluate(&self, ctx: &Context<'_>) -> (Tri, Vec<String>) {
+        self.when.evaluate(ctx)
+    }
+}
+
+impl Match {
+    pub fn evaluate(&self, ctx: &Context<'_>) -> (Tri, Vec<String>) {
+        let mut verdict = Tri::Yes;
+        let mut why = Vec::new();
+        let mut check = |name: &str, t: Tri, detail: String| {
+            verdict = verdict.and(t);
+            let mark = match t {
+                Tri::Yes => "yes",
+                Tri::No => "no",
+                Tri::Unknown => "unknown",
+            };
+            why.push(format!("{name}: {mark} ({detail})"));
+        };
+        if let Some(v) = self.vendor {
+            check("vendor", Tri::of(v == ctx.vendor), format!("{:?} vs {:?}", v, ctx.vendor).to_lowercase());
+        }
+        if !self.archs.is_empty() {
+            let hit = self.archs.iter().any(|a| arch_matches(ctx.targets, a, ctx.arch));
+            check("arch", Tri::of(hit), format!("{} in [{}]", ctx.arch, self.archs.join(", ")));
+        }
+        if !self.os.is_empty() {
+            let t = match ctx.os {
+                Some(os) => Tri::of(self.os.contains(&os)),
+                None => Tri::Unknown,
+            };
+            let list: Vec<&str> = self.os.iter().map(|o| o.as_str()).collect();
+            check("os", t, format!("{} in [{}]", ctx.os.map_or("unknown", |o| o.as_str()), list.join(", ")));
+        }
+        if let Some(r) = &self.runtime {
+            check("runtime", range(r, ctx.runtime), describe(r, ctx.runtime.map(|v| v.to_string())));
+        }
+        if let Some(r) = &self.driver {
+            check("driver", range(r, ctx.driver), describe(r, ctx.driver.map(|v| v.to_string())));
+        }
+        if let Some(r) = &self.llama_builds {
+            let t = match ctx.llama_build {
+                Some(b) => Tri::of(r.contains_number(b)),
+                None => Tri::Unknown,
+            };
+            check("llama.cpp build", t, describe(r, ctx.llama_build.map(|b| b.to_string())));
+        }
+        let flags = [
+            ("apu", self.apu, ctx.apu),
+            ("multi-gpu", self.multi_gpu, ctx.multi_gpu),
+            ("igpu next to dgpu", self.igpu_with_dgpu, ctx.igpu_with_dgpu),
+            ("vmm build", self.vmm_build, ctx.vmm_build),
+            ("unified memory", self.uma, ctx.uma),
+            ("peer problem", self.peer_problem, ctx.peer_problem),
+        ];
+        for (name, want, have) in flags {
+            if let Some(want) = want {
+                let t = have.map_or(Tri::Unknown, |h| Tri::of(h == want));
+                let have = have.map_or("unknown".to_string(), |h| h.to_string());
+                check(name, t, format!("want {want}, have {have}"));
+            }
+        }
+        if !self.smoke.is_empty() {
+            let t = ctx.smoke.map_or(Tri::Unknown, |s| Tri::of(self.smoke.iter().any(|w| w == s)));
+            check(
+                "smoke",
+                t,
+                format!("{} in [{}]", ctx.smoke.unwrap_or("not measured"), self.smoke.join(", ")),
+            );
+        }
+        if !self.env_set.is_empty() {
+            let hit = self.env_set.iter().any(|v| ctx.env_set.contains(v));
+            check("env", Tri::of(hit), format!("any of [{}] set", self.env_set.join(", ")));
+        }
+        (verdict, why)
+    }
+}
+
+fn range(r: &VersionRange, v: Option<&Version>) -> Tri {
+    v.map_or(Tri::Unknown, |v| Tri::of(r.contains(v)))
+}
+
+fn describe(r: &VersionRange, v: Option<String>) -> String {
+    format!("{} in \"{r}\"", v.unwrap_or_else(|| "unknown".into()))
+}
+
+/// `pattern` is a target name or a family token from the targets table.
+pub fn arch_matches(targets: &TargetTable, pattern: &str, arch: &str) -> bool {
+    if pattern.eq_ignore_ascii_case(arch) {
+        return true;
+    }
+    targets
+        .family
+        .iter()
+        .find(|f| f.token.eq_ignore_ascii_case(pattern))
+        .is_some_and(|f| f.members.iter().any(|m| m == arch))
+}

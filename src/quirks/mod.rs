@@ -1,0 +1,212 @@
+//! The quirk database: known per-architecture / per-version problems and what to do about them.
+//!
+//! Records live in `profiles/quirks.toml` (and user files merged over it). Matching is three-valued:
+//! a condition on something unknown (a runtime version not given, a device count not known in
+//! targets-only mode) is *unknown*, not false. The resolver denies VMM when a deny record *could*
+//! match, but only sets flags or env when a record *does* match; a record that could match turns
+//! into a warning that says what would make it apply.
+
+mod matching;
+
+pub use matching::{Context, Tri};
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::report::Vendor;
+use crate::version::VersionRange;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuirkFile {
+    #[serde(default)]
+    pub quirk: Vec<Quirk>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Low,
+    Medium,
+    High,
+    Critical,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Confidence {
+    Low,
+    LowMedium,
+    Medium,
+    MediumHigh,
+    High,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Os {
+    Linux,
+    Windows,
+    Wsl,
+}
+
+impl Os {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Os::Linux => "linux",
+            Os::Windows => "windows",
+            Os::Wsl => "wsl",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Quirk {
+    pub id: String,
+    pub title: String,
+    pub summary: String,
+    pub severity: Severity,
+    pub confidence: Confidence,
+    /// Recorded for explanation only: never turned into a flag, deny or warning.
+    #[serde(default)]
+    pub contested: bool,
+    #[serde(rename = "match", default)]
+    pub when: Match,
+    #[serde(default)]
+    pub effect: Effect,
+    pub sources: Vec<String>,
+}
+
+/// Conditions, all of which must hold. An absent condition always holds.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Match {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<Vendor>,
+    /// Target names or family tokens (`gfx120X`); empty means any architecture.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub archs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub os: Vec<Os>,
+    /// ROCm (AMD) or CUDA toolkit/runtime versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<VersionRange>,
+    /// Driver versions (NVIDIA driver such as `595.84`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<VersionRange>,
+    /// llama.cpp build numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llama_builds: Option<VersionRange>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apu: Option<bool>,
+    /// More than one GPU of this vendor will be used together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multi_gpu: Option<bool>,
+    /// An integrated GPU is visible next to a discrete one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub igpu_with_dgpu: Option<bool>,
+    /// The build has VMM compiled in (`true`) or uses the legacy pool (`false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vmm_build: Option<bool>,
+    /// The plan recommends `GGML_CUDA_ENABLE_UNIFIED_MEMORY`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uma: Option<bool>,
+    /// A peer pair without peer access, or whose verified copy failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_problem: Option<bool>,
+    /// The measured smoke outcome: `pass`, `fail`, `hang`, `crash`, `reserve-fail`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub smoke: Vec<String>,
+    /// Environment variables that are set (any value).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_set: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VmmEffect {
+    /// Keep the legacy pool (HIP: `GGML_HIP_NO_VMM=ON`, CUDA: `GGML_CUDA_NO_VMM=ON`).
+    Deny,
+    /// Keep the legacy pool unless this machine's smoke test passed.
+    DenyUnlessSmokePass,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Effect {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vmm: Option<VmmEffect>,
+    /// CMake cache values to set (`GGML_CUDA_NO_PEER_COPY = "ON"`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub set: BTreeMap<String, String>,
+    /// Runtime environment to recommend (never exported by the build fragment).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// When the env advice applies (a workload condition the tool cannot see).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_when: Option<String>,
+    /// What to tell the user when the record matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warn: Option<String>,
+    /// The plan cannot work: refuse with this reason (exit 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refuse: Option<String>,
+    /// GitHub runner image to use for this OS in generated workflows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<String>,
+}
+
+impl QuirkFile {
+    /// Checks what serde cannot: unique ids, URLs, known flag names, family tokens.
+    pub fn validate(&self, text: &str, origin: &str) -> Result<()> {
+        let mut seen = std::collections::BTreeSet::new();
+        for q in &self.quirk {
+            let at = |message: String, fix: &str| Error::Input {
+                input: origin.to_string(),
+                line: crate::profiles::line_of_id(text, &q.id),
+                message,
+                fix: fix.to_string(),
+            };
+            if !seen.insert(q.id.clone()) {
+                return Err(at(format!("quirk id `{}` appears twice", q.id), "give each record its own id"));
+            }
+            if q.sources.is_empty() {
+                return Err(at(
+                    format!("quirk `{}`: field `sources` is empty", q.id),
+                    "add at least one URL where the problem is documented",
+                ));
+            }
+            if let Some(bad) = q.sources.iter().find(|s| !s.starts_with("https://")) {
+                return Err(at(
+                    format!("quirk `{}`: field `sources`: `{bad}` is not an https URL", q.id),
+                    "write each source as a full https:// URL",
+                ));
+            }
+            for name in q.effect.set.keys().chain(q.effect.env.keys()) {
+                if name == "GGML_USE_VMM" {
+                    return Err(at(
+                        format!("quirk `{}`: `GGML_USE_VMM` is not a CMake option or env var", q.id),
+                        "use GGML_HIP_NO_VMM / GGML_CUDA_NO_VMM (field `effect.vmm`)",
+                    ));
+                }
+            }
+            if q.effect.env.get("GGML_CUDA_P2P").is_some_and(|v| v == "0") {
+                return Err(at(
+                    format!("quirk `{}`: GGML_CUDA_P2P=0 enables P2P (the variable is checked for presence)", q.id),
+                    "leave GGML_CUDA_P2P unset, or use GGML_CUDA_NO_PEER_COPY=ON",
+                ));
+            }
+            if q.contested && (q.effect.vmm.is_some() || !q.effect.set.is_empty() || q.effect.refuse.is_some()) {
+                return Err(at(
+                    format!("quirk `{}` is marked contested but has an effect", q.id),
+                    "contested records are for explanation only: remove `effect`, or `contested`",
+                ));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,276 @@
+//! Versions (`7.2.1`, `13.0`, `7.14.0a20260609`, build numbers) and `"min:max"` ranges.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A dotted version with an optional pre-release tag (`a`, `b`, `rc`, `dev`) as used by ROCm
+/// nightlies (`7.14.0a20260609`). A version without a tag sorts after every tagged one of the
+/// same numbers, as in PEP 440.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Version {
+    parts: Vec<u64>,
+    pre: Option<(String, u64)>,
+    text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{input}` is not a version: {why} (expected something like 7.2.1, 13.0 or 7.14.0a20260609)")]
+pub struct VersionError {
+    pub input: String,
+    pub why: &'static str,
+}
+
+impl Version {
+    pub fn from_number(n: u64) -> Self {
+        Version { parts: vec![n], pre: None, text: n.to_string() }
+    }
+
+    pub fn parts(&self) -> &[u64] {
+        &self.parts
+    }
+
+    pub fn major(&self) -> u64 {
+        self.parts.first().copied().unwrap_or(0)
+    }
+
+    fn cmp_prefix(&self, other: &Version, len: usize) -> Ordering {
+        for i in 0..len {
+            let a = self.parts.get(i).copied().unwrap_or(0);
+            let b = other.parts.get(i).copied().unwrap_or(0);
+            match a.cmp(&b) {
+                Ordering::Equal => {}
+                o => return o,
+            }
+        }
+        Ordering::Equal
+    }
+}
+
+impl FromStr for Version {
+    type Err = VersionError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let input = s.trim();
+        let err = |why| VersionError { input: s.to_string(), why };
+        if input.is_empty() {
+            return Err(err("it is empty"));
+        }
+        let body = input.strip_prefix('v').unwrap_or(input);
+        let mut parts = Vec::new();
+        let mut pre = None;
+        for (i, piece) in body.split('.').enumerate() {
+            let digits_end = piece.find(|c: char| !c.is_ascii_digit()).unwrap_or(piece.len());
+            let (num, rest) = piece.split_at(digits_end);
+            if num.is_empty() {
+                return Err(err("each dot-separated part must start with a number"));
+            }
+            let n = num.parse::<u64>().map_err(|_| err("a number is too large"))?;
+            parts.push(n);
+            if !rest.is_empty() {
+                let tag_end = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+                let (tag, tail) = rest.split_at(tag_end);
+                let tag = tag.trim_start_matches(['-', '_', '~']);
+                if !matches!(tag, "a" | "b" | "rc" | "dev" | "alpha" | "beta") {
+                    return Err(err("unknown pre-release tag (allowed: a, b, rc, dev)"));
+                }
+                let pn = if tail.is_empty() {
+                    0
+                } else {
+                    tail.parse::<u64>().map_err(|_| err("bad pre-release number"))?
+                };
+                if pre.is_some() || i + 1 != body.split('.').count() {
+                    return Err(err("a pre-release tag may only end the version"));
+                }
+                pre = Some((tag.to_string(), pn));
+            }
+        }
+        Ok(Version { parts, pre, text: input.to_string() })
+    }
+}
+
+impl Ord for Version {
+    fn cmp(&self, other: &Self) -> Ordering {
+        let len = self.parts.len().max(other.parts.len());
+        self.cmp_prefix(other, len).then_with(|| match (&self.pre, &other.pre) {
+            (None, None) => Ordering::Equal,
+            (None, Some(_)) => Ordering::Greater,
+            (Some(_), None) => Ordering::Less,
+            (Some((ta, na)), Some((tb, nb))) => pre_rank(ta).cmp(&pre_rank(tb)).then(na.cmp(nb)),
+        })
+    }
+}
+
+fn pre_rank(tag: &str) -> u8 {
+    match tag {
+        "dev" => 0,
+        "a" | "alpha" => 1,
+        "b" | "beta" => 2,
+        _ => 3,
+    }
+}
+
+impl PartialOrd for Version {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl Serialize for Version {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for Version {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// An inclusive `"min:max"` range with either side open (archspec style). The upper bound is a
+/// prefix bound: `"7.0:7.2"` contains `7.2.4` and `7.2.26015`, as a person reading it expects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionRange {
+    pub min: Option<Version>,
+    pub max: Option<Version>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RangeError {
+    #[error("`{0}` is not a range: write \"min:max\" with either side open, e.g. \"7.0:7.2\", \"8863:\" or \":10114\"")]
+    NoColon(String),
+    #[error(transparent)]
+    Version(#[from] VersionError),
+    #[error("range `{0}` is empty: its minimum is above its maximum")]
+    Empty(String),
+}
+
+impl VersionRange {
+    pub fn any() -> Self {
+        VersionRange { min: None, max: None }
+    }
+
+    pub fn contains(&self, v: &Version) -> bool {
+        if let Some(min) = &self.min
+            && v < min
+        {
+            return false;
+        }
+        if let Some(max) = &self.max {
+            let len = max.parts.len();
+            match v.cmp_prefix(max, len) {
+                Ordering::Greater => return false,
+                Ordering::Equal => {
+                    // Same numbers up to max's length: a tagged max (7.14.0a1) still bounds tags.
+                    if max.pre.is_some() && v.parts.len() <= len && v > max {
+                        return false;
+                    }
+                }
+                Ordering::Less => {}
+            }
+        }
+        true
+    }
+
+    pub fn contains_number(&self, n: u64) -> bool {
+        self.contains(&Version::from_number(n))
+    }
+}
+
+impl FromStr for VersionRange {
+    type Err = RangeError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (lo, hi) = s.split_once(':').ok_or_else(|| RangeError::NoColon(s.to_string()))?;
+        let side = |t: &str| -> Result<Option<Version>, VersionError> {
+            let t = t.trim();
+            if t.is_empty() { Ok(None) } else { t.parse().map(Some) }
+        };
+        let r = VersionRange { min: side(lo)?, max: side(hi)? };
+        if let (Some(a), Some(b)) = (&r.min, &r.max)
+            && a.cmp_prefix(b, b.parts.len()) == Ordering::Greater
+        {
+            return Err(RangeError::Empty(s.to_string()));
+        }
+        Ok(r)
+    }
+}
+
+impl fmt::Display for VersionRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(m) = &self.min {
+            write!(f, "{m}")?;
+        }
+        f.write_str(":")?;
+        if let Some(m) = &self.max {
+            write!(f, "{m}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for VersionRange {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for VersionRange {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &str) -> Version {
+        s.parse().unwrap()
+    }
+    fn r(s: &str) -> VersionRange {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn orders_numbers_and_prereleases() {
+        assert!(v("7.2.4") > v("7.2"));
+        assert!(v("7.10") > v("7.9.9"));
+        assert!(v("7.14.0a20260609") < v("7.14.0"));
+        assert!(v("7.14.0a20260609") < v("7.14.0a20260610"));
+        assert!(v("7.14.0rc1") > v("7.14.0a20260610"));
+        assert_eq!(v("13.0").cmp(&v("13.0.0")), Ordering::Equal);
+    }
+
+    #[test]
+    fn upper_bound_is_a_prefix_bound() {
+        assert!(r("7.0:7.2").contains(&v("7.2.4")));
+        assert!(r("7.0:7.2").contains(&v("7.2.26015")));
+        assert!(!r("7.0:7.2").contains(&v("7.3")));
+        assert!(!r("7.0:7.2").contains(&v("6.4.3")));
+        assert!(r("8863:").contains_number(11434));
+        assert!(!r(":10114").contains_number(10115));
+        assert!(r(":").contains(&v("1.0")));
+        assert!(r("7.14.0a20260609:").contains(&v("7.14.0a20260610")));
+        assert!(!r("7.14.0a20260609:").contains(&v("7.14.0a20260608")));
+    }
+
+    #[test]
+    fn rejects_malformed_input_with_a_fix() {
+        let e = "7.2".parse::<VersionRange>().unwrap_err().to_string();
+        assert!(e.contains("min:max"), "{e}");
+        assert!("x.1".parse::<Version>().is_err());
+        assert!(matches!("9:3".parse::<VersionRange>(), Err(RangeError::Empty(_))));
+    }
+}

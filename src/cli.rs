@@ -33,6 +33,12 @@ pub enum Command {
     /// Resolve the CMake flags for llama.cpp: probe this machine, read a report, or take declared targets.
     #[command(name = "cmake-flags", after_help = EXIT_CODES)]
     CmakeFlags(CmakeFlagsArgs),
+    /// Render a GitHub Actions workflow that builds llama.cpp with the resolved flags.
+    #[command(after_help = EXIT_CODES)]
+    Workflow(WorkflowArgs),
+    /// Judge an existing llama.cpp build (binary or log) against this machine and the quirk database.
+    #[command(name = "check-build", after_help = EXIT_CODES)]
+    CheckBuild(CheckBuildArgs),
     /// Show the quirk database, or the target table.
     #[command(after_help = EXIT_CODES)]
     Quirks(QuirksArgs),
@@ -181,4 +187,59 @@ pub struct ChildArgs {
     pub chunks: u32,
     #[arg(long)]
     pub no_smoke: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowArgs {
+    /// Declared targets, comma-separated (gfx names, family tokens, CUDA archs).
+    #[arg(long, value_name = "LIST")]
+    pub targets: String,
+    /// Operating systems to build on, comma-separated.
+    #[arg(long, value_name = "LIST", default_value = "linux")]
+    pub os: String,
+    /// Backend, when the targets do not make it clear.
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendChoice>,
+    /// ROCm version to install and build with.
+    #[arg(long, value_name = "VER")]
+    pub rocm: Option<String>,
+    /// CUDA version to install and build with.
+    #[arg(long, value_name = "VER")]
+    pub cuda: Option<String>,
+    /// llama.cpp git ref to build (tag such as b11434, or a commit).
+    #[arg(long, value_name = "REF", default_value = "b11434")]
+    pub llama_ref: String,
+    /// llama.cpp build number for option and quirk look-ups (default: from a bN ref).
+    #[arg(long, value_name = "N")]
+    pub llama_build: Option<u64>,
+    /// Write the workflow to FILE instead of stdout (written whole, or not at all).
+    #[arg(long, value_name = "FILE", conflicts_with = "check")]
+    pub output: Option<PathBuf>,
+    /// Compare FILE with what would be generated; exit 1 with a diff when they differ.
+    #[arg(long, value_name = "FILE")]
+    pub check: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckBuildArgs {
+    /// A llama.cpp binary (llama-cli, llama-server...): runs `--version` and `--list-devices` in an isolated child.
+    #[arg(long, value_name = "PATH", conflicts_with = "log", required_unless_present = "log")]
+    pub binary: Option<PathBuf>,
+    /// A saved llama.cpp log or `--version`/`--list-devices` output; `-` reads stdin.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// Compare with a saved `gpuprobe detect --json` report instead of probing this machine.
+    #[arg(long, value_name = "REPORT.json", conflicts_with = "no_probe")]
+    pub from: Option<PathBuf>,
+    /// Do not probe this machine; judge the build from its own output and the quirk database only.
+    #[arg(long)]
+    pub no_probe: bool,
+    /// The build number, when the binary does not know it (builds from an sdist report build 0).
+    #[arg(long, value_name = "N")]
+    pub llama_build: Option<u64>,
+    /// Print findings as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub probe: ProbeArgs,
 }

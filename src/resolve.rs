@@ -453,10 +453,16 @@ fn group(k: &Knowledge, req: &Request<'_>, backend: Backend, mode: Mode, planned
     let mut names: BTreeMap<String, usize> = BTreeMap::new();
     let single = groups.len() == 1;
     for g in &mut groups {
+        let all_apu = g.targets.iter().all(|t| k.targets.get(t).is_some_and(|t| t.apu));
         let base = if single {
             backend_word(backend).to_string()
         } else {
-            format!("{}-{}", backend_word(backend), if g.vmm { "vmm" } else { "legacy-pool" })
+            format!(
+                "{}-{}{}",
+                backend_word(backend),
+                if g.vmm { "vmm" } else { "legacy-pool" },
+                if all_apu { "-apu" } else { "" }
+            )
         };
         let n = names.entry(base.clone()).or_insert(0);
         *n += 1;

@@ -1,8 +1,10 @@
 //! The edge: turns parsed arguments into library calls, prints results, picks exit codes.
 
+mod check_build;
 mod cmake_flags;
 mod detect;
 mod quirks;
+mod workflow;
 
 use anyhow::Result;
 use clap::CommandFactory;
@@ -14,6 +16,8 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Detect(a) => detect::run(&a),
         Command::CmakeFlags(a) => cmake_flags::run(&a),
         Command::Quirks(a) => quirks::run(&a),
+        Command::Workflow(a) => workflow::run(&a),
+        Command::CheckBuild(a) => check_build::run(&a),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             clap_complete::generate(shell, &mut cmd, "gpuprobe", &mut std::io::stdout());

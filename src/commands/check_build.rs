@@ -1,0 +1,4 @@
+// Temporary: replaced by the real command while it is being written.
+pub fn run(_a: &crate::cli::CheckBuildArgs) -> anyhow::Result<i32> {
+    anyhow::bail!("under construction")
+}

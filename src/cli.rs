@@ -84,7 +84,7 @@ pub struct DetectArgs {
     /// Print the report as JSON (schema gpuprobe.report/v1).
     #[arg(long)]
     pub json: bool,
-    /// Exit 3 when no GPU is found.
+    /// Exit 3 unless at least one GPU was reached through its runtime (driver or HIP probe).
     #[arg(long)]
     pub require_gpu: bool,
 }

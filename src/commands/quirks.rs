@@ -11,7 +11,7 @@ pub fn run(a: &QuirksArgs) -> Result<i32> {
             let mut out = String::new();
             for q in &k.quirks {
                 let tag = if q.contested { " (contested: explanation only)" } else { "" };
-                out.push_str(&format!("{:<14} {:<8} {:<11} {}{tag}\n", q.id, format!("{:?}", q.severity).to_lowercase(), format!("{:?}", q.confidence).to_lowercase(), q.title));
+                out.push_str(&format!("{:<14} {:<8} {:<11} {}{tag}\n", q.id, word(&q.severity), word(&q.confidence), q.title));
             }
             print(&out)?;
         }
@@ -27,7 +27,7 @@ pub fn run(a: &QuirksArgs) -> Result<i32> {
                 .into());
             };
             let mut out = format!("{}: {}\n\n{}\n\n", q.id, q.title, q.summary);
-            out.push_str(&format!("severity: {:?}\nconfidence: {:?}\n", q.severity, q.confidence).to_lowercase());
+            out.push_str(&format!("severity: {}\nconfidence: {}\n", word(&q.severity), word(&q.confidence)));
             if q.contested {
                 out.push_str("contested: yes (recorded for explanation; never turned into a flag or deny)\n");
             }
@@ -70,4 +70,9 @@ fn indent(s: &str) -> String {
         return "  (none)\n".into();
     }
     s.lines().map(|l| format!("  {l}\n")).collect()
+}
+
+/// The spelling used in the TOML files (serde's), e.g. `medium-high`.
+fn word<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
 }

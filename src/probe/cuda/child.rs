@@ -63,6 +63,10 @@ pub fn run(opts: &Options) -> i32 {
             eprintln!("device {i} does not exist ({count} devices)");
             return 2;
         }
+        // One primary-context reference for the whole run: releasing the last one destroys the
+        // context, and creating it again would cost as much as the smoke test itself.
+        let mut dev: sys::CUdevice = 0;
+        let _hold = cu!(&drv, cuDeviceGet(&mut dev, i as i32)).ok().and_then(|_| Context::retain(&drv, dev).ok());
         let facts = device_facts(&drv, i as i32, true);
         let gran = facts["granularity_recommended"].as_u64();
         let vmm = facts["vmm_supported"].as_bool();
@@ -87,11 +91,13 @@ fn not_applicable(reason: &str) -> Value {
 }
 
 /// The NVIDIA kernel module version (`580.95.05`), which quirks key on; no driver load needed.
+/// Read under the injectable root (`GPUPROBE_SYSFS_ROOT`), like `/proc/driver/nvidia/gpus`.
 fn kernel_module_version() -> Option<String> {
-    let text = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
+    let text = std::fs::read_to_string(crate::probe::sysfs::root().join("proc/driver/nvidia/version")).ok()?;
     let line = text.lines().next()?;
     let idx = line.find("Kernel Module")?;
-    line[idx + "Kernel Module".len()..].split_whitespace().next().map(str::to_string)
+    // `... x86_64 Kernel Module  580.82.07  ...` or, open flavour, `... Open Kernel Module for x86_64  580.95.05  ...`.
+    line[idx + "Kernel Module".len()..].split_whitespace().find(|w| w.starts_with(|c: char| c.is_ascii_digit())).map(str::to_string)
 }
 
 fn attr(drv: &Driver, dev: sys::CUdevice, a: sys::CUdevice_attribute) -> Option<i32> {

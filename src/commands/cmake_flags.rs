@@ -96,10 +96,12 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
         "auto" => {
             if rocm.is_none() && cuda.is_none() {
                 if let Some((v, src)) = toolchain::cuda_version(None) {
+                    eprintln!("gpuprobe: note: CUDA {v} from `{src}` (override with --cuda VER, or --toolchain none)");
                     cuda = Some(v);
                     toolkit_source = src;
                 }
                 if let Some((v, src)) = toolchain::rocm_version(None) {
+                    eprintln!("gpuprobe: note: ROCm {v} from `{src}` (override with --rocm VER, or --toolchain none)");
                     rocm = Some(v);
                     toolkit_source = src;
                 }

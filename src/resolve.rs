@@ -30,7 +30,9 @@ pub struct Request<'a> {
     pub rocm: Option<Version>,
     /// CUDA toolkit version that will build llama.cpp (CUDA plans).
     pub cuda: Option<Version>,
-    pub toolkit_source: String,
+    /// Where `rocm` and `cuda` came from (`--rocm`, `hipconfig --version`...).
+    pub rocm_source: String,
+    pub cuda_source: String,
     pub os: Os,
     /// Names of relevant environment variables that are set where the plan is made.
     pub env_set: Vec<String>,
@@ -152,6 +154,20 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
                     &[],
                     &[u.arch.clone()],
                 ));
+            } else if d.arch == "unknown" {
+                // Known only from /proc or sysfs because its probe failed before reporting:
+                // there is no architecture to build for (never emit `...ARCHITECTURES=unknown`).
+                refusals.push(note(
+                    Severity::Critical,
+                    format!(
+                        "device {} ({}): its architecture could not be measured ({}): fix that, or declare the targets with --targets",
+                        d.index,
+                        d.name,
+                        d.smoke.reason.as_deref().unwrap_or("no probe result")
+                    ),
+                    &[],
+                    &[u.arch.clone()],
+                ));
             }
         }
 
@@ -214,7 +230,7 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
         toolkit: ToolkitRef {
             name: toolkit_name,
             version: toolkit.map(|v| v.to_string()),
-            source: if declared.is_some() { req.toolkit_source.clone() } else if report.is_some() { "measured runtime".into() } else { "unknown".into() },
+            source: if declared.is_some() { match backend { Backend::Hip => req.rocm_source.clone(), Backend::Cuda => req.cuda_source.clone() } } else if report.is_some() { "measured runtime".into() } else { "unknown".into() },
         },
         groups,
         warnings,

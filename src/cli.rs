@@ -191,31 +191,34 @@ pub struct ChildArgs {
 
 #[derive(Debug, Args)]
 pub struct WorkflowArgs {
-    /// Declared targets, comma-separated (gfx names, family tokens, CUDA archs).
+    /// Declared targets, comma-separated: gfx names (gfx1100), family tokens (gfx110X, gfx120X) and
+    /// CUDA archs (sm_90). Explicit architectures only: never `native`.
     #[arg(long, value_name = "LIST")]
     pub targets: String,
-    /// Operating systems to build on, comma-separated.
+    /// Operating systems to build on, comma-separated: linux, windows.
     #[arg(long, value_name = "LIST", default_value = "linux")]
     pub os: String,
     /// Backend, when the targets do not make it clear.
     #[arg(long, value_enum)]
     pub backend: Option<BackendChoice>,
-    /// ROCm version to install and build with.
-    #[arg(long, value_name = "VER")]
+    /// ROCm version to install and build with: 6.x to 7.2.x (AMD's rocm/dev image, Linux only), or
+    /// 7.13 and later, a nightly (7.14.0a20260608) or a release candidate (TheRock wheels).
+    #[arg(long, value_name = "VER", conflicts_with = "cuda")]
     pub rocm: Option<String>,
-    /// CUDA version to install and build with.
+    /// CUDA version to install and build with (e.g. 12.8, 12.8.1, 13.0).
     #[arg(long, value_name = "VER")]
     pub cuda: Option<String>,
-    /// llama.cpp git ref to build (tag such as b11434, or a commit).
-    #[arg(long, value_name = "REF", default_value = "b11434")]
-    pub llama_ref: String,
-    /// llama.cpp build number for option and quirk look-ups (default: from a bN ref).
+    /// llama.cpp git ref to build: a release tag such as b11434, a branch or a commit
+    /// [default: the tag of the newest build gpuprobe knows]
+    #[arg(long, value_name = "REF")]
+    pub llama_ref: Option<String>,
+    /// llama.cpp build number for option and quirk look-ups (default: N of a bN ref).
     #[arg(long, value_name = "N")]
     pub llama_build: Option<u64>,
     /// Write the workflow to FILE instead of stdout (written whole, or not at all).
     #[arg(long, value_name = "FILE", conflicts_with = "check")]
     pub output: Option<PathBuf>,
-    /// Compare FILE with what would be generated; exit 1 with a diff when they differ.
+    /// Compare FILE with what would be generated: exit 0 when equal, 1 with a unified diff when not.
     #[arg(long, value_name = "FILE")]
     pub check: Option<PathBuf>,
 }
@@ -223,7 +226,12 @@ pub struct WorkflowArgs {
 #[derive(Debug, Args)]
 pub struct CheckBuildArgs {
     /// A llama.cpp binary (llama-cli, llama-server...): runs `--version` and `--list-devices` in an isolated child.
-    #[arg(long, value_name = "PATH", conflicts_with = "log", required_unless_present = "log")]
+    #[arg(
+        long,
+        value_name = "PATH",
+        conflicts_with = "log",
+        required_unless_present = "log"
+    )]
     pub binary: Option<PathBuf>,
     /// A saved llama.cpp log or `--version`/`--list-devices` output; `-` reads stdin.
     #[arg(long, value_name = "FILE")]

@@ -46,12 +46,24 @@ impl Error {
         }
     }
 
-    pub fn input(input: impl Into<String>, message: impl Into<String>, fix: impl Into<String>) -> Self {
-        Error::Input { input: input.into(), line: None, message: message.into(), fix: fix.into() }
+    pub fn input(
+        input: impl Into<String>,
+        message: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        Error::Input {
+            input: input.into(),
+            line: None,
+            message: message.into(),
+            fix: fix.into(),
+        }
     }
 
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 }
 

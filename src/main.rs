@@ -5,7 +5,9 @@ fn main() {
     let code = match gpuprobe::commands::run(cli) {
         Ok(code) => code,
         Err(e) => {
-            let code = e.downcast_ref::<gpuprobe::Error>().map_or(gpuprobe::error::exit::ENVIRONMENT, |e| e.exit_code());
+            let code = e
+                .downcast_ref::<gpuprobe::Error>()
+                .map_or(gpuprobe::error::exit::ENVIRONMENT, |e| e.exit_code());
             eprintln!("gpuprobe: error: {e:#}");
             code
         }

@@ -104,7 +104,10 @@ impl Group {
 
     /// `-DNAME=VALUE` for each flag, in order.
     pub fn cmake_args(&self) -> Vec<String> {
-        self.flags.iter().map(|f| format!("-D{}={}", f.name, f.value)).collect()
+        self.flags
+            .iter()
+            .map(|f| format!("-D{}={}", f.name, f.value))
+            .collect()
     }
 }
 

@@ -44,7 +44,12 @@ impl Knowledge {
         let targets: TargetTable = parse_toml(BUNDLED_TARGETS, "profiles/targets.toml")?;
         targets.validate("profiles/targets.toml")?;
         let options: OptionTable = parse_toml(BUNDLED_OPTIONS, "profiles/llama-options.toml")?;
-        Ok(Knowledge { quirks: quirks.quirk, targets, options, user_quirk_files: Vec::new() })
+        Ok(Knowledge {
+            quirks: quirks.quirk,
+            targets,
+            options,
+            user_quirk_files: Vec::new(),
+        })
     }
 
     /// Reads every `*.toml` in `dir` (sorted by name); a record whose id exists replaces it.
@@ -126,7 +131,11 @@ pub fn parse_toml<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
 }
 
 pub fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].bytes().filter(|b| *b == b'\n').count() + 1
+    text[..offset.min(text.len())]
+        .bytes()
+        .filter(|b| *b == b'\n')
+        .count()
+        + 1
 }
 
 fn key_on_line(text: &str, line: usize) -> Option<String> {
@@ -138,9 +147,10 @@ fn key_on_line(text: &str, line: usize) -> Option<String> {
 
 /// Finds the line where `[[quirk]]` record `id` is declared, for semantic errors.
 pub fn line_of_id(text: &str, id: &str) -> Option<usize> {
-    text.lines().position(|l| {
-        let l = l.trim();
-        l.starts_with("id") && l.contains(&format!("\"{id}\""))
-    })
-    .map(|i| i + 1)
+    text.lines()
+        .position(|l| {
+            let l = l.trim();
+            l.starts_with("id") && l.contains(&format!("\"{id}\""))
+        })
+        .map(|i| i + 1)
 }

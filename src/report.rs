@@ -130,7 +130,12 @@ pub struct ApiError {
 
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} returned {}", self.api, self.name.as_deref().unwrap_or("error"))?;
+        write!(
+            f,
+            "{} returned {}",
+            self.api,
+            self.name.as_deref().unwrap_or("error")
+        )?;
         write!(f, " ({})", self.code)?;
         if let Some(m) = &self.message {
             write!(f, ": {m}")?;
@@ -235,12 +240,13 @@ impl Report {
 
     /// Parses a saved report, refusing other schemas with a message that names the fix.
     pub fn from_json(text: &str, origin: &str) -> Result<Self, crate::Error> {
-        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| crate::Error::Input {
-            input: origin.to_string(),
-            line: Some(e.line()),
-            message: format!("not JSON: {e}"),
-            fix: "pass a file written by `gpuprobe detect --json`".into(),
-        })?;
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| crate::Error::Input {
+                input: origin.to_string(),
+                line: Some(e.line()),
+                message: format!("not JSON: {e}"),
+                fix: "pass a file written by `gpuprobe detect --json`".into(),
+            })?;
         let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
         if schema != SCHEMA {
             return Err(crate::Error::Input {

@@ -87,13 +87,20 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
         Backend::Hip => req.rocm.clone(),
         Backend::Cuda => req.cuda.clone(),
     };
-    let toolkit = declared.clone().or_else(|| measured_runtime(report, backend));
+    let toolkit = declared
+        .clone()
+        .or_else(|| measured_runtime(report, backend));
     if let Some(v) = &toolkit {
         for u in &units {
             if let Some(t) = k.targets.get(&u.arch)
                 && let Some(why) = t.unbuildable_with(v)
             {
-                refusals.push(note(Severity::High, why, &[], &[u.arch.clone()]));
+                refusals.push(note(
+                    Severity::High,
+                    why,
+                    &[],
+                    std::slice::from_ref(&u.arch),
+                ));
             }
         }
     } else {
@@ -105,18 +112,26 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
     }
 
     let build = req.llama.effective_build(&k.options);
-    let driver = report.and_then(|r| r.devices.first()).and_then(|d| d.driver_version.as_deref()).and_then(|s| s.parse().ok());
+    let driver = report
+        .and_then(|r| r.devices.first())
+        .and_then(|d| d.driver_version.as_deref())
+        .and_then(|s| s.parse().ok());
     let multi_gpu = report.map(|r| r.devices.iter().filter(|d| d.backend == backend).count() > 1);
     let igpu_with_dgpu = report.map(|r| {
         let ds: Vec<&Device> = r.devices.iter().filter(|d| d.backend == backend).collect();
-        ds.iter().any(|d| d.integrated == Some(true)) && ds.iter().any(|d| d.integrated == Some(false))
+        ds.iter().any(|d| d.integrated == Some(true))
+            && ds.iter().any(|d| d.integrated == Some(false))
     });
-    let peer_problem = report.map(|r| r.peers.iter().any(|p| p.can_access == Some(false) || p.copy_ok == Some(false)));
+    let peer_problem = report.map(|r| {
+        r.peers
+            .iter()
+            .any(|p| p.can_access == Some(false) || p.copy_ok == Some(false))
+    });
     let env_set: Vec<String> = req.env_set.clone();
 
     let mut warnings: Vec<Note> = Vec::new();
     let mut notes: Vec<Note> = Vec::new();
-    let mut planned: Vec<(String, Vec<u32>, bool, Vec<Flag>, Vec<EnvAdvice>)> = Vec::new();
+    let mut planned: Vec<Planned> = Vec::new();
 
     for u in &units {
         let smoke = unit_smoke(u);
@@ -127,7 +142,11 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
             os: Some(req.os),
             runtime: toolkit.as_ref(),
             driver: driver.as_ref(),
-            llama_build: if req.llama.checkout.is_some() && req.llama.build.is_none() { None } else { Some(build) },
+            llama_build: if req.llama.checkout.is_some() && req.llama.build.is_none() {
+                None
+            } else {
+                Some(build)
+            },
             apu: u.apu,
             multi_gpu,
             igpu_with_dgpu,
@@ -142,7 +161,12 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
             // taken as certain for it.
         }
         for d in &u.devices {
-            if d.smoke.outcome == SmokeOutcome::Crash && matches!(d.smoke.stage.as_deref(), None | Some("context") | Some("init")) {
+            if d.smoke.outcome == SmokeOutcome::Crash
+                && matches!(
+                    d.smoke.stage.as_deref(),
+                    None | Some("context") | Some("init")
+                )
+            {
                 refusals.push(note(
                     Severity::Critical,
                     format!(
@@ -152,7 +176,7 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
                         d.smoke.signal.map(|s| format!(" (signal {s})")).unwrap_or_default()
                     ),
                     &[],
-                    &[u.arch.clone()],
+                    std::slice::from_ref(&u.arch),
                 ));
             } else if d.arch == "unknown" {
                 // Known only from /proc or sysfs because its probe failed before reporting:
@@ -166,12 +190,13 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
                         d.smoke.reason.as_deref().unwrap_or("no probe result")
                     ),
                     &[],
-                    &[u.arch.clone()],
+                    std::slice::from_ref(&u.arch),
                 ));
             }
         }
 
-        let (vmm, vmm_reason, vmm_quirks) = decide_vmm(k, req, backend, u, &base_ctx, smoke.as_deref(), &mut trace);
+        let (vmm, vmm_reason, vmm_quirks) =
+            decide_vmm(k, req, backend, u, &base_ctx, smoke.as_deref(), &mut trace);
         let mut flags = Vec::new();
         let mut env = Vec::new();
         let vmm_flag = match backend {
@@ -190,7 +215,7 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
                 Severity::Info,
                 format!("{vmm_flag} is not declared in llama.cpp build {build}; the VMM decision ({}) cannot be expressed as a flag there", if vmm { "VMM on" } else { "legacy pool" }),
                 &[],
-                &[u.arch.clone()],
+                std::slice::from_ref(&u.arch),
             ));
         }
 
@@ -198,7 +223,8 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
         let mut ctx = base_ctx.clone();
         ctx.vmm_build = Some(vmm);
         let uma = k.quirks.iter().filter(|q| !q.contested).any(|q| {
-            q.effect.env.contains_key("GGML_CUDA_ENABLE_UNIFIED_MEMORY") && q.evaluate(&ctx).0 == Tri::Yes
+            q.effect.env.contains_key("GGML_CUDA_ENABLE_UNIFIED_MEMORY")
+                && q.evaluate(&ctx).0 == Tri::Yes
         });
         ctx.uma = Some(uma);
         for q in k.quirks.iter().filter(|q| !q.contested) {
@@ -206,14 +232,48 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
             if verdict == Tri::No {
                 continue;
             }
-            trace.push(format!("{} {}: {} [{}]", u.arch, q.id, tri_word(verdict), why.join("; ")));
-            apply_quirk(k, req, q, verdict, u, &mut flags, &mut env, &mut warnings, &mut notes, &mut refusals, build);
+            trace.push(format!(
+                "{} {}: {} [{}]",
+                u.arch,
+                q.id,
+                tri_word(verdict),
+                why.join("; ")
+            ));
+            apply_quirk(
+                k,
+                req,
+                q,
+                verdict,
+                u,
+                &mut flags,
+                &mut env,
+                &mut warnings,
+                &mut notes,
+                &mut refusals,
+                build,
+            );
         }
-        planned.push((u.arch.clone(), u.devices.iter().map(|d| d.index).collect(), vmm, flags, env));
+        planned.push((
+            u.arch.clone(),
+            u.devices.iter().map(|d| d.index).collect(),
+            vmm,
+            flags,
+            env,
+        ));
     }
 
     let groups = group(k, req, backend, mode, planned);
-    for (name, value) in report.map(|r| r.environment.clone()).unwrap_or_default().iter().map(|e| (e.name.clone(), format!("{}={} is set: {}", e.name, e.value, e.effect))) {
+    for (name, value) in report
+        .map(|r| r.environment.clone())
+        .unwrap_or_default()
+        .iter()
+        .map(|e| {
+            (
+                e.name.clone(),
+                format!("{}={} is set: {}", e.name, e.value, e.effect),
+            )
+        })
+    {
         warnings.push(note(Severity::Medium, value, &[], &[]));
         let _ = name;
     }
@@ -226,11 +286,24 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
         mode,
         backend,
         os: req.os,
-        llama: LlamaRef { build: req.llama.build, effective_build: build, source: req.llama.source.clone() },
+        llama: LlamaRef {
+            build: req.llama.build,
+            effective_build: build,
+            source: req.llama.source.clone(),
+        },
         toolkit: ToolkitRef {
             name: toolkit_name,
             version: toolkit.map(|v| v.to_string()),
-            source: if declared.is_some() { match backend { Backend::Hip => req.rocm_source.clone(), Backend::Cuda => req.cuda_source.clone() } } else if report.is_some() { "measured runtime".into() } else { "unknown".into() },
+            source: if declared.is_some() {
+                match backend {
+                    Backend::Hip => req.rocm_source.clone(),
+                    Backend::Cuda => req.cuda_source.clone(),
+                }
+            } else if report.is_some() {
+                "measured runtime".into()
+            } else {
+                "unknown".into()
+            },
         },
         groups,
         warnings,
@@ -240,16 +313,28 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
     })
 }
 
-fn collect_units<'a>(k: &Knowledge, req: &'a Request<'a>) -> Result<(Mode, Vec<Unit<'a>>, Option<&'a Report>), crate::Error> {
+fn collect_units<'a>(
+    k: &Knowledge,
+    req: &'a Request<'a>,
+) -> Result<(Mode, Vec<Unit<'a>>, Option<&'a Report>), crate::Error> {
     match &req.devices {
         Devices::Declared(names) => {
             let units = names
                 .iter()
                 .map(|n| {
                     let t = k.targets.get(n).ok_or_else(|| {
-                        crate::Error::input("--targets", format!("unknown GPU target `{n}`"), "see `gpuprobe quirks targets`")
+                        crate::Error::input(
+                            "--targets",
+                            format!("unknown GPU target `{n}`"),
+                            "see `gpuprobe quirks targets`",
+                        )
                     })?;
-                    Ok(Unit { arch: t.name.clone(), vendor: t.vendor, apu: Some(t.apu), devices: Vec::new() })
+                    Ok(Unit {
+                        arch: t.name.clone(),
+                        vendor: t.vendor,
+                        apu: Some(t.apu),
+                        devices: Vec::new(),
+                    })
                 })
                 .collect::<Result<Vec<_>, crate::Error>>()?;
             Ok((Mode::Targets, units, None))
@@ -257,11 +342,21 @@ fn collect_units<'a>(k: &Knowledge, req: &'a Request<'a>) -> Result<(Mode, Vec<U
         Devices::Measured { report, mode } => {
             let mut units: Vec<Unit<'a>> = Vec::new();
             for d in &report.devices {
-                if let Some(u) = units.iter_mut().find(|u| u.arch == d.arch && u.vendor == d.vendor) {
+                if let Some(u) = units
+                    .iter_mut()
+                    .find(|u| u.arch == d.arch && u.vendor == d.vendor)
+                {
                     u.devices.push(d);
                 } else {
-                    let apu = d.integrated.or_else(|| k.targets.get(&d.arch).map(|t| t.apu));
-                    units.push(Unit { arch: d.arch.clone(), vendor: d.vendor, apu, devices: vec![d] });
+                    let apu = d
+                        .integrated
+                        .or_else(|| k.targets.get(&d.arch).map(|t| t.apu));
+                    units.push(Unit {
+                        arch: d.arch.clone(),
+                        vendor: d.vendor,
+                        apu,
+                        devices: vec![d],
+                    });
                 }
             }
             Ok((*mode, units, Some(report)))
@@ -301,7 +396,11 @@ fn unit_smoke(u: &Unit<'_>) -> Option<String> {
             SmokeOutcome::Pass => (1, "pass".into()),
         }
     };
-    u.devices.iter().map(|d| rank(d)).max_by_key(|(r, _)| *r).map(|(_, s)| s)
+    u.devices
+        .iter()
+        .map(|d| rank(d))
+        .max_by_key(|(r, _)| *r)
+        .map(|(_, s)| s)
 }
 
 fn decide_vmm(
@@ -314,18 +413,42 @@ fn decide_vmm(
     trace: &mut Vec<String>,
 ) -> (bool, String, Vec<String>) {
     if req.force_no_vmm {
-        return (false, "legacy pool forced with --force-no-vmm".into(), vec![]);
+        return (
+            false,
+            "legacy pool forced with --force-no-vmm".into(),
+            vec![],
+        );
     }
     // Measured facts first: the attribute, then the smoke test.
     if let Some(d) = u.devices.iter().find(|d| d.vmm_supported == Some(false)) {
-        return (false, format!("device {} ({}) reports no VMM support", d.index, d.name), vec![]);
+        return (
+            false,
+            format!("device {} ({}) reports no VMM support", d.index, d.name),
+            vec![],
+        );
     }
-    if let Some(d) = u.devices.iter().find(|d| d.smoke.outcome != SmokeOutcome::Pass) {
+    if let Some(d) = u
+        .devices
+        .iter()
+        .find(|d| d.smoke.outcome != SmokeOutcome::Pass)
+    {
         let what = smoke_words(d);
-        let q = if d.smoke.reserve_failed() { vec!["Q15".to_string()] } else { vec![] };
+        let missing_symbol = d
+            .smoke
+            .error
+            .as_ref()
+            .is_some_and(|e| e.name.as_deref() == Some("SYMBOL_NOT_FOUND"));
+        let q = if d.smoke.reserve_failed() && !missing_symbol {
+            vec!["Q15".to_string()]
+        } else {
+            vec![]
+        };
         if d.smoke.outcome == SmokeOutcome::NotRun {
             // Not measured: fall through to the quirk-only rules below, but say so.
-            trace.push(format!("{}: smoke test not run on device {} ({what}); deciding from quirks", u.arch, d.index));
+            trace.push(format!(
+                "{}: smoke test not run on device {} ({what}); deciding from quirks",
+                u.arch, d.index
+            ));
         } else {
             return (false, format!("device {} ({}): {what}", d.index, d.name), q);
         }
@@ -339,17 +462,35 @@ fn decide_vmm(
             continue;
         }
         if effect == VmmEffect::DenyUnlessSmokePass && measured_pass {
-            trace.push(format!("{}: {} would deny VMM but the smoke test passed on this machine [{}]", u.arch, q.id, why.join("; ")));
+            trace.push(format!(
+                "{}: {} would deny VMM but the smoke test passed on this machine [{}]",
+                u.arch,
+                q.id,
+                why.join("; ")
+            ));
             continue;
         }
-        let certainty = if verdict == Tri::Yes { "matches" } else { "could match (some facts unknown)" };
-        trace.push(format!("{}: {} {certainty}: deny VMM [{}]", u.arch, q.id, why.join("; ")));
+        let certainty = if verdict == Tri::Yes {
+            "matches"
+        } else {
+            "could match (some facts unknown)"
+        };
+        trace.push(format!(
+            "{}: {} {certainty}: deny VMM [{}]",
+            u.arch,
+            q.id,
+            why.join("; ")
+        ));
         denied.push((q.id.clone(), format!("{} {certainty}: {}", q.id, q.title)));
     }
     if !denied.is_empty() {
         let ids = denied.iter().map(|(i, _)| i.clone()).collect();
         let reasons: Vec<String> = denied.into_iter().map(|(_, r)| r).collect();
-        return (false, format!("{LEGACY_PREFIX}: {}", reasons.join("; ")), ids);
+        return (
+            false,
+            format!("{LEGACY_PREFIX}: {}", reasons.join("; ")),
+            ids,
+        );
     }
     let why = match (backend, measured_pass) {
         (_, true) => "VMM smoke test passed on every device of this architecture and no deny quirk matches".to_string(),
@@ -358,7 +499,15 @@ fn decide_vmm(
         }
         (Backend::Cuda, false) => "CUDA default: the VMM pool; no deny quirk can match".into(),
     };
-    (true, why, if backend == Backend::Hip { vec!["Q1".into()] } else { vec![] })
+    (
+        true,
+        why,
+        if backend == Backend::Hip {
+            vec!["Q1".into()]
+        } else {
+            vec![]
+        },
+    )
 }
 
 fn smoke_words(d: &Device) -> String {
@@ -396,9 +545,17 @@ fn apply_quirk(
     let ids = [q.id.clone()];
     let targets = [u.arch.clone()];
     if verdict == Tri::Unknown {
-        let has_effect = q.effect.warn.is_some() || !q.effect.set.is_empty() || !q.effect.env.is_empty() || q.effect.refuse.is_some();
+        let has_effect = q.effect.warn.is_some()
+            || !q.effect.set.is_empty()
+            || !q.effect.env.is_empty()
+            || q.effect.refuse.is_some();
         if has_effect && q.effect.vmm.is_none() {
-            notes.push(note(q.severity.min(Severity::Medium), format!("{} may apply: {}", q.id, q.summary), &ids, &targets));
+            notes.push(note(
+                q.severity.min(Severity::Medium),
+                format!("{} may apply: {}", q.id, q.summary),
+                &ids,
+                &targets,
+            ));
         }
         return;
     }
@@ -407,12 +564,20 @@ fn apply_quirk(
             if let Some(f) = flags.iter_mut().find(|f| &f.name == name) {
                 f.quirks.push(q.id.clone());
             } else {
-                flags.push(Flag { name: name.clone(), value: value.clone(), reason: format!("{}: {}", q.id, q.title), quirks: vec![q.id.clone()] });
+                flags.push(Flag {
+                    name: name.clone(),
+                    value: value.clone(),
+                    reason: format!("{}: {}", q.id, q.title),
+                    quirks: vec![q.id.clone()],
+                });
             }
         } else {
             notes.push(note(
                 Severity::Info,
-                format!("{} would set {name}={value}, but llama.cpp build {build} does not declare it", q.id),
+                format!(
+                    "{} would set {name}={value}, but llama.cpp build {build} does not declare it",
+                    q.id
+                ),
                 &ids,
                 &targets,
             ));
@@ -438,7 +603,12 @@ fn apply_quirk(
         warnings.push(note(q.severity, format!("{}: {w}", q.id), &ids, &targets));
     }
     if let Some(r) = &q.effect.refuse {
-        refusals.push(note(Severity::Critical, format!("{}: {r}", q.id), &ids, &targets));
+        refusals.push(note(
+            Severity::Critical,
+            format!("{}: {r}", q.id),
+            &ids,
+            &targets,
+        ));
     }
 }
 
@@ -446,11 +616,20 @@ type Planned = (String, Vec<u32>, bool, Vec<Flag>, Vec<EnvAdvice>);
 
 /// Targets with identical flags and env share one build; each group gets the arch list and the
 /// base flags.
-fn group(k: &Knowledge, req: &Request<'_>, backend: Backend, mode: Mode, planned: Vec<Planned>) -> Vec<Group> {
+fn group(
+    k: &Knowledge,
+    req: &Request<'_>,
+    backend: Backend,
+    mode: Mode,
+    planned: Vec<Planned>,
+) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
     for (arch, devices, vmm, mut flags, env) in planned {
         flags.sort_by(|a, b| a.name.cmp(&b.name));
-        if let Some(g) = groups.iter_mut().find(|g| g.vmm == vmm && same_flags(&g.flags, &flags) && g.env == env) {
+        if let Some(g) = groups
+            .iter_mut()
+            .find(|g| g.vmm == vmm && same_flags(&g.flags, &flags) && g.env == env)
+        {
             g.targets.push(arch);
             g.devices.extend(devices);
             for f in flags {
@@ -465,12 +644,22 @@ fn group(k: &Knowledge, req: &Request<'_>, backend: Backend, mode: Mode, planned
             }
             continue;
         }
-        groups.push(Group { name: String::new(), targets: vec![arch], devices, vmm, flags, env });
+        groups.push(Group {
+            name: String::new(),
+            targets: vec![arch],
+            devices,
+            vmm,
+            flags,
+            env,
+        });
     }
     let mut names: BTreeMap<String, usize> = BTreeMap::new();
     let single = groups.len() == 1;
     for g in &mut groups {
-        let all_apu = g.targets.iter().all(|t| k.targets.get(t).is_some_and(|t| t.apu));
+        let all_apu = g
+            .targets
+            .iter()
+            .all(|t| k.targets.get(t).is_some_and(|t| t.apu));
         let base = if single {
             backend_word(backend).to_string()
         } else {
@@ -497,7 +686,10 @@ fn merge_reasons(a: &str, b: &str) -> String {
         Some((p, rest)) if p == LEGACY_PREFIX => (Some(p), rest),
         _ => (None, a),
     };
-    let second = b.strip_prefix(LEGACY_PREFIX).and_then(|r| r.strip_prefix(": ")).unwrap_or(b);
+    let second = b
+        .strip_prefix(LEGACY_PREFIX)
+        .and_then(|r| r.strip_prefix(": "))
+        .unwrap_or(b);
     let mut segs: Vec<&str> = first.split("; ").collect();
     for s in second.split("; ") {
         if !segs.contains(&s) {
@@ -513,7 +705,10 @@ fn merge_reasons(a: &str, b: &str) -> String {
 const LEGACY_PREFIX: &str = "keep the legacy pool";
 
 fn same_flags(a: &[Flag], b: &[Flag]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.name == y.name && x.value == y.value)
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.name == y.name && x.value == y.value)
 }
 
 fn backend_word(b: Backend) -> &'static str {
@@ -523,38 +718,78 @@ fn backend_word(b: Backend) -> &'static str {
     }
 }
 
-fn base_flags(k: &Knowledge, req: &Request<'_>, backend: Backend, mode: Mode, targets: &[String]) -> Vec<Flag> {
+fn base_flags(
+    k: &Knowledge,
+    req: &Request<'_>,
+    backend: Backend,
+    mode: Mode,
+    targets: &[String],
+) -> Vec<Flag> {
     let mut flags = Vec::new();
     let explicit = "explicit architectures: never `native`, which finds nothing on a GPU-less build machine (Q19)";
     match backend {
         Backend::Hip => {
             flags.push(flag("GGML_HIP", "ON", "build the HIP (ROCm) backend"));
-            let var = if req.llama.declares(&k.options, "GPU_TARGETS") || !req.llama.declares(&k.options, "AMDGPU_TARGETS") {
+            let var = if req.llama.declares(&k.options, "GPU_TARGETS")
+                || !req.llama.declares(&k.options, "AMDGPU_TARGETS")
+            {
                 "GPU_TARGETS"
             } else {
                 "AMDGPU_TARGETS"
             };
-            flags.push(Flag { name: var.into(), value: targets.join(";"), reason: explicit.into(), quirks: vec!["Q19".into()] });
+            flags.push(Flag {
+                name: var.into(),
+                value: targets.join(";"),
+                reason: explicit.into(),
+                quirks: vec!["Q19".into()],
+            });
         }
         Backend::Cuda => {
             flags.push(flag("GGML_CUDA", "ON", "build the CUDA backend"));
-            let archs: Vec<&str> = targets.iter().map(|t| k.targets.get(t).map_or(t.as_str(), |t| t.cmake_name())).collect();
-            flags.push(Flag { name: "CMAKE_CUDA_ARCHITECTURES".into(), value: archs.join(";"), reason: explicit.into(), quirks: vec!["Q19".into()] });
+            let archs: Vec<&str> = targets
+                .iter()
+                .map(|t| k.targets.get(t).map_or(t.as_str(), |t| t.cmake_name()))
+                .collect();
+            flags.push(Flag {
+                name: "CMAKE_CUDA_ARCHITECTURES".into(),
+                value: archs.join(";"),
+                reason: explicit.into(),
+                quirks: vec!["Q19".into()],
+            });
         }
     }
     if mode == Mode::Targets && req.llama.declares(&k.options, "GGML_NATIVE") {
-        flags.push(flag("GGML_NATIVE", "OFF", "a release build must not be tuned to the build machine's CPU"));
+        flags.push(flag(
+            "GGML_NATIVE",
+            "OFF",
+            "a release build must not be tuned to the build machine's CPU",
+        ));
     }
     flags.push(flag("CMAKE_BUILD_TYPE", "Release", "optimised build"));
     flags
 }
 
 fn flag(name: &str, value: &str, reason: &str) -> Flag {
-    Flag { name: name.into(), value: value.into(), reason: reason.into(), quirks: vec![] }
+    Flag {
+        name: name.into(),
+        value: value.into(),
+        reason: reason.into(),
+        quirks: vec![],
+    }
 }
 
-fn note(severity: Severity, message: impl Into<String>, quirks: &[String], targets: &[String]) -> Note {
-    Note { severity, message: message.into(), quirks: quirks.to_vec(), targets: targets.to_vec() }
+fn note(
+    severity: Severity,
+    message: impl Into<String>,
+    quirks: &[String],
+    targets: &[String],
+) -> Note {
+    Note {
+        severity,
+        message: message.into(),
+        quirks: quirks.to_vec(),
+        targets: targets.to_vec(),
+    }
 }
 
 /// Same message for several targets becomes one note listing them.
@@ -571,7 +806,7 @@ fn dedup_notes(notes: &mut Vec<Note>) {
             out.push(n);
         }
     }
-    out.sort_by(|a, b| b.severity.cmp(&a.severity));
+    out.sort_by_key(|n| std::cmp::Reverse(n.severity));
     *notes = out;
 }
 

@@ -67,7 +67,11 @@ impl Target {
             (_, Some(max)) => format!("{kit} {max} or older"),
             _ => format!("a {kit} in {}", self.toolkit),
         };
-        let note = self.toolkit_note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+        let note = self
+            .toolkit_note
+            .as_deref()
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default();
         Some(format!(
             "{kit} {version} cannot build {}{note}; build it with {need}, or drop it from the targets",
             self.name
@@ -86,7 +90,10 @@ impl TargetTable {
                 if self.get(m).is_none() {
                     return Err(Error::input(
                         origin,
-                        format!("family `{}` lists `{m}`, which has no [[target]] record", f.token),
+                        format!(
+                            "family `{}` lists `{m}`, which has no [[target]] record",
+                            f.token
+                        ),
                         "add the target or remove it from the family",
                     ));
                 }
@@ -104,7 +111,11 @@ impl TargetTable {
                 out.push(n.to_string());
             }
         };
-        let items: Vec<&str> = list.split([',', ';', ' ']).map(str::trim).filter(|s| !s.is_empty()).collect();
+        let items: Vec<&str> = list
+            .split([',', ';', ' '])
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
         if items.is_empty() {
             return Err(Error::input(
                 "--targets",
@@ -114,7 +125,11 @@ impl TargetTable {
         }
         for item in items {
             let name = normalise(item);
-            if let Some(f) = self.family.iter().find(|f| f.token.eq_ignore_ascii_case(&name)) {
+            if let Some(f) = self
+                .family
+                .iter()
+                .find(|f| f.token.eq_ignore_ascii_case(&name))
+            {
                 f.members.iter().for_each(|m| push(m));
             } else if let Some(t) = self.get(&name) {
                 push(&t.name);
@@ -125,7 +140,11 @@ impl TargetTable {
                 } else {
                     format!("did you mean {}?", near.join(", "))
                 };
-                return Err(Error::input("--targets", format!("unknown GPU target `{item}`"), fix));
+                return Err(Error::input(
+                    "--targets",
+                    format!("unknown GPU target `{item}`"),
+                    fix,
+                ));
             }
         }
         Ok(out)
@@ -138,7 +157,12 @@ impl TargetTable {
             .iter()
             .map(|f| f.token.clone())
             .chain(self.target.iter().map(|t| t.name.clone()))
-            .map(|n| (edit_distance(&n.to_ascii_lowercase(), &name.to_ascii_lowercase()), n))
+            .map(|n| {
+                (
+                    edit_distance(&n.to_ascii_lowercase(), &name.to_ascii_lowercase()),
+                    n,
+                )
+            })
             .filter(|(d, _)| *d <= 3)
             .collect();
         scored.sort();
@@ -164,7 +188,9 @@ pub fn normalise(item: &str) -> String {
         .trim_start_matches("sm_")
         .trim_start_matches("sm")
         .replace('.', "");
-    let digits = digits.trim_end_matches("-real").trim_end_matches("-virtual");
+    let digits = digits
+        .trim_end_matches("-real")
+        .trim_end_matches("-virtual");
     let digits = digits.trim_end_matches(['a', 'f']);
     if !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()) {
         return format!("sm_{digits}");

@@ -17,7 +17,9 @@ pub struct Version {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{input}` is not a version: {why} (expected something like 7.2.1, 13.0 or 7.14.0a20260609)")]
+#[error(
+    "`{input}` is not a version: {why} (expected something like 7.2.1, 13.0 or 7.14.0a20260609)"
+)]
 pub struct VersionError {
     pub input: String,
     pub why: &'static str,
@@ -25,7 +27,11 @@ pub struct VersionError {
 
 impl Version {
     pub fn from_number(n: u64) -> Self {
-        Version { parts: vec![n], pre: None, text: n.to_string() }
+        Version {
+            parts: vec![n],
+            pre: None,
+            text: n.to_string(),
+        }
     }
 
     pub fn parts(&self) -> &[u64] {
@@ -54,7 +60,10 @@ impl FromStr for Version {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let input = s.trim();
-        let err = |why| VersionError { input: s.to_string(), why };
+        let err = |why| VersionError {
+            input: s.to_string(),
+            why,
+        };
         if input.is_empty() {
             return Err(err("it is empty"));
         }
@@ -62,15 +71,21 @@ impl FromStr for Version {
         let mut parts = Vec::new();
         let mut pre = None;
         for (i, piece) in body.split('.').enumerate() {
-            let digits_end = piece.find(|c: char| !c.is_ascii_digit()).unwrap_or(piece.len());
+            let digits_end = piece
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(piece.len());
             let (num, rest) = piece.split_at(digits_end);
             if num.is_empty() {
                 return Err(err("each dot-separated part must start with a number"));
             }
-            let n = num.parse::<u64>().map_err(|_| err("a number is too large"))?;
+            let n = num
+                .parse::<u64>()
+                .map_err(|_| err("a number is too large"))?;
             parts.push(n);
             if !rest.is_empty() {
-                let tag_end = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+                let tag_end = rest
+                    .find(|c: char| c.is_ascii_digit())
+                    .unwrap_or(rest.len());
                 let (tag, tail) = rest.split_at(tag_end);
                 let tag = tag.trim_start_matches(['-', '_', '~']);
                 if !matches!(tag, "a" | "b" | "rc" | "dev" | "alpha" | "beta") {
@@ -79,7 +94,8 @@ impl FromStr for Version {
                 let pn = if tail.is_empty() {
                     0
                 } else {
-                    tail.parse::<u64>().map_err(|_| err("bad pre-release number"))?
+                    tail.parse::<u64>()
+                        .map_err(|_| err("bad pre-release number"))?
                 };
                 if pre.is_some() || i + 1 != body.split('.').count() {
                     return Err(err("a pre-release tag may only end the version"));
@@ -87,19 +103,26 @@ impl FromStr for Version {
                 pre = Some((tag.to_string(), pn));
             }
         }
-        Ok(Version { parts, pre, text: input.to_string() })
+        Ok(Version {
+            parts,
+            pre,
+            text: input.to_string(),
+        })
     }
 }
 
 impl Ord for Version {
     fn cmp(&self, other: &Self) -> Ordering {
         let len = self.parts.len().max(other.parts.len());
-        self.cmp_prefix(other, len).then_with(|| match (&self.pre, &other.pre) {
-            (None, None) => Ordering::Equal,
-            (None, Some(_)) => Ordering::Greater,
-            (Some(_), None) => Ordering::Less,
-            (Some((ta, na)), Some((tb, nb))) => pre_rank(ta).cmp(&pre_rank(tb)).then(na.cmp(nb)),
-        })
+        self.cmp_prefix(other, len)
+            .then_with(|| match (&self.pre, &other.pre) {
+                (None, None) => Ordering::Equal,
+                (None, Some(_)) => Ordering::Greater,
+                (Some(_), None) => Ordering::Less,
+                (Some((ta, na)), Some((tb, nb))) => {
+                    pre_rank(ta).cmp(&pre_rank(tb)).then(na.cmp(nb))
+                }
+            })
     }
 }
 
@@ -147,7 +170,9 @@ pub struct VersionRange {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RangeError {
-    #[error("`{0}` is not a range: write \"min:max\" with either side open, e.g. \"7.0:7.2\", \"8863:\" or \":10114\"")]
+    #[error(
+        "`{0}` is not a range: write \"min:max\" with either side open, e.g. \"7.0:7.2\", \"8863:\" or \":10114\""
+    )]
     NoColon(String),
     #[error(transparent)]
     Version(#[from] VersionError),
@@ -157,7 +182,10 @@ pub enum RangeError {
 
 impl VersionRange {
     pub fn any() -> Self {
-        VersionRange { min: None, max: None }
+        VersionRange {
+            min: None,
+            max: None,
+        }
     }
 
     pub fn contains(&self, v: &Version) -> bool {
@@ -191,12 +219,21 @@ impl FromStr for VersionRange {
     type Err = RangeError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (lo, hi) = s.split_once(':').ok_or_else(|| RangeError::NoColon(s.to_string()))?;
+        let (lo, hi) = s
+            .split_once(':')
+            .ok_or_else(|| RangeError::NoColon(s.to_string()))?;
         let side = |t: &str| -> Result<Option<Version>, VersionError> {
             let t = t.trim();
-            if t.is_empty() { Ok(None) } else { t.parse().map(Some) }
+            if t.is_empty() {
+                Ok(None)
+            } else {
+                t.parse().map(Some)
+            }
         };
-        let r = VersionRange { min: side(lo)?, max: side(hi)? };
+        let r = VersionRange {
+            min: side(lo)?,
+            max: side(hi)?,
+        };
         if let (Some(a), Some(b)) = (&r.min, &r.max)
             && a.cmp_prefix(b, b.parts.len()) == Ordering::Greater
         {
@@ -271,6 +308,9 @@ mod tests {
         let e = "7.2".parse::<VersionRange>().unwrap_err().to_string();
         assert!(e.contains("min:max"), "{e}");
         assert!("x.1".parse::<Version>().is_err());
-        assert!(matches!("9:3".parse::<VersionRange>(), Err(RangeError::Empty(_))));
+        assert!(matches!(
+            "9:3".parse::<VersionRange>(),
+            Err(RangeError::Empty(_))
+        ));
     }
 }

@@ -9,8 +9,17 @@ use predicates::prelude::*;
 fn gp() -> Command {
     let mut c = Command::cargo_bin("gpuprobe").unwrap();
     // Keep the developer's own quirk files and environment out of the tests.
-    c.env("XDG_CONFIG_HOME", "/nonexistent-gpuprobe-config").env_remove("GPUPROBE_QUIRKS_DIR");
-    for v in ["HSA_OVERRIDE_GFX_VERSION", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "GGML_CUDA_P2P", "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"] {
+    c.env("XDG_CONFIG_HOME", "/nonexistent-gpuprobe-config")
+        .env_remove("GPUPROBE_QUIRKS_DIR");
+    for v in [
+        "HSA_OVERRIDE_GFX_VERSION",
+        "HIP_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+        "CUDA_VISIBLE_DEVICES",
+        "GGML_CUDA_P2P",
+        "GITHUB_OUTPUT",
+        "GITHUB_STEP_SUMMARY",
+    ] {
         c.env_remove(v);
     }
     c
@@ -18,7 +27,11 @@ fn gp() -> Command {
 
 fn stdout_of(args: &[&str]) -> String {
     let out = gp().args(args).output().unwrap();
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -32,7 +45,9 @@ fn detect_without_a_gpu_succeeds_and_says_what_to_do() {
         .env("GPUPROBE_LIBCUDA", "/nonexistent/libcuda.so.1")
         .assert()
         .success()
-        .stdout(predicate::str::contains("No GPU found").and(predicate::str::contains("--targets")));
+        .stdout(
+            predicate::str::contains("No GPU found").and(predicate::str::contains("--targets")),
+        );
     gp().args(["detect", "--require-gpu"])
         .env("GPUPROBE_SYSFS_ROOT", root.path())
         .env("GPUPROBE_LIBCUDA", "/nonexistent/libcuda.so.1")
@@ -45,17 +60,26 @@ fn unknown_target_is_exit_2_with_suggestion() {
     gp().args(["cmake-flags", "--targets", "gfx1100,gfx11OO"])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("unknown GPU target `gfx11OO`").and(predicate::str::contains("did you mean")))
+        .stderr(
+            predicate::str::contains("unknown GPU target `gfx11OO`")
+                .and(predicate::str::contains("did you mean")),
+        )
         .stdout(predicate::str::is_empty());
 }
 
 #[test]
 fn mixed_vendors_are_refused_with_exit_1_and_nothing_on_stdout() {
-    gp().args(["cmake-flags", "--targets", "gfx1100,sm_90", "--toolchain", "none"])
-        .assert()
-        .code(1)
-        .stdout(predicate::str::is_empty())
-        .stderr(predicate::str::contains("--backend"));
+    gp().args([
+        "cmake-flags",
+        "--targets",
+        "gfx1100,sm_90",
+        "--toolchain",
+        "none",
+    ])
+    .assert()
+    .code(1)
+    .stdout(predicate::str::is_empty())
+    .stderr(predicate::str::contains("--backend"));
 }
 
 #[test]
@@ -69,13 +93,24 @@ fn unbuildable_target_is_refused_and_nothing_half_written() {
 
 #[test]
 fn bad_versions_and_reports_are_exit_2() {
-    gp().args(["cmake-flags", "--targets", "gfx1100", "--rocm", "seven"]).assert().code(2).stderr(predicate::str::contains("--rocm"));
+    gp().args(["cmake-flags", "--targets", "gfx1100", "--rocm", "seven"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--rocm"));
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("r.json");
     std::fs::write(&bad, "{\"schema\": \"other/v9\"}").unwrap();
-    gp().args(["cmake-flags", "--from"]).arg(&bad).assert().code(2).stderr(predicate::str::contains("schema"));
+    gp().args(["cmake-flags", "--from"])
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("schema"));
     std::fs::write(&bad, "{ not json").unwrap();
-    gp().args(["cmake-flags", "--from"]).arg(&bad).assert().code(2).stderr(predicate::str::contains("r.json:1"));
+    gp().args(["cmake-flags", "--from"])
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("r.json:1"));
 }
 
 #[test]
@@ -92,7 +127,9 @@ fn malformed_user_quirk_file_names_file_line_and_field() {
         .assert()
         .code(2)
         .stdout(predicate::str::is_empty())
-        .stderr(predicate::str::contains("local.toml:6").and(predicate::str::contains("confidence")));
+        .stderr(
+            predicate::str::contains("local.toml:6").and(predicate::str::contains("confidence")),
+        );
     std::fs::write(
         &f,
         "[[quirk]]\nid = \"LOCAL1\"\ntitle = \"t\"\nsummary = \"s\"\nseverity = \"high\"\nconfidence = \"high\"\nsources = [\"https://example.org\"]\n[quirk.match]\nruntime = \"7.2\"\n",
@@ -102,7 +139,11 @@ fn malformed_user_quirk_file_names_file_line_and_field() {
         .args(["quirks", "list"])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("local.toml:9").and(predicate::str::contains("runtime")).and(predicate::str::contains("min:max")));
+        .stderr(
+            predicate::str::contains("local.toml:9")
+                .and(predicate::str::contains("runtime"))
+                .and(predicate::str::contains("min:max")),
+        );
 }
 
 #[test]
@@ -127,18 +168,36 @@ vmm = "deny"
     .unwrap();
     let out = gp()
         .env("GPUPROBE_QUIRKS_DIR", dir.path())
-        .args(["cmake-flags", "--targets", "gfx1100", "--rocm", "6.4", "--format", "args"])
+        .args([
+            "cmake-flags",
+            "--targets",
+            "gfx1100",
+            "--rocm",
+            "6.4",
+            "--format",
+            "args",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("-DGGML_HIP_NO_VMM=ON"));
-    gp().env("GPUPROBE_QUIRKS_DIR", dir.path()).args(["quirks", "show", "SITE-1"]).assert().success().stdout(predicate::str::contains("example.org/ticket/1"));
+    gp().env("GPUPROBE_QUIRKS_DIR", dir.path())
+        .args(["quirks", "show", "SITE-1"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("example.org/ticket/1"));
 }
 
 #[test]
 fn quirks_show_and_unknown_id() {
-    gp().args(["quirks", "show", "Q3"]).assert().success().stdout(predicate::str::contains("https://"));
-    gp().args(["quirks", "show", "Q99"]).assert().code(2).stderr(predicate::str::contains("Q21"));
+    gp().args(["quirks", "show", "Q3"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("https://"));
+    gp().args(["quirks", "show", "Q99"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("Q21"));
 }
 
 #[test]
@@ -151,102 +210,235 @@ fn shell_output_is_valid_sh() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("build.sh");
         std::fs::write(&f, &text).unwrap();
-        let st = std::process::Command::new("sh").arg("-n").arg(&f).status().unwrap();
+        let st = std::process::Command::new("sh")
+            .arg("-n")
+            .arg(&f)
+            .status()
+            .unwrap();
         assert!(st.success(), "sh -n failed on:\n{text}");
     }
 }
 
 #[test]
 fn github_format_needs_github_output() {
-    gp().args(["cmake-flags", "--targets", "gfx1100", "--format", "github"]).assert().code(2).stderr(predicate::str::contains("GITHUB_OUTPUT"));
+    gp().args(["cmake-flags", "--targets", "gfx1100", "--format", "github"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("GITHUB_OUTPUT"));
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let sum = dir.path().join("sum");
-    gp().args(["cmake-flags", "--targets", LEMONADE, "--rocm", "7.2.1", "--format", "github"])
-        .env("GITHUB_OUTPUT", &out)
-        .env("GITHUB_STEP_SUMMARY", &sum)
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("::warning title=gpuprobe::"));
+    gp().args([
+        "cmake-flags",
+        "--targets",
+        LEMONADE,
+        "--rocm",
+        "7.2.1",
+        "--format",
+        "github",
+    ])
+    .env("GITHUB_OUTPUT", &out)
+    .env("GITHUB_STEP_SUMMARY", &sum)
+    .assert()
+    .success()
+    .stdout(predicate::str::contains("::warning title=gpuprobe::"));
     let o = std::fs::read_to_string(&out).unwrap();
     let matrix = o.lines().find_map(|l| l.strip_prefix("matrix=")).unwrap();
     let m: serde_json::Value = serde_json::from_str(matrix).unwrap();
     assert!(!m["include"].as_array().unwrap().is_empty());
     assert!(o.contains("cmake-args=-DGGML_HIP=ON"));
-    assert!(std::fs::read_to_string(&sum).unwrap().contains("| group | targets |"));
+    assert!(
+        std::fs::read_to_string(&sum)
+            .unwrap()
+            .contains("| group | targets |")
+    );
 }
 
 #[test]
 fn preset_is_valid_json_with_cache_variables() {
-    let text = stdout_of(&["cmake-flags", "--targets", "gfx90a", "--rocm", "6.4", "--format", "preset"]);
+    let text = stdout_of(&[
+        "cmake-flags",
+        "--targets",
+        "gfx90a",
+        "--rocm",
+        "6.4",
+        "--format",
+        "preset",
+    ]);
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["version"], 3);
-    assert_eq!(v["configurePresets"][0]["cacheVariables"]["GGML_HIP_NO_VMM"], "OFF");
-    assert_eq!(v["configurePresets"][0]["cacheVariables"]["GPU_TARGETS"], "gfx90a");
+    assert_eq!(
+        v["configurePresets"][0]["cacheVariables"]["GGML_HIP_NO_VMM"],
+        "OFF"
+    );
+    assert_eq!(
+        v["configurePresets"][0]["cacheVariables"]["GPU_TARGETS"],
+        "gfx90a"
+    );
 }
 
 #[test]
 fn preset_is_accepted_by_real_cmake() {
     if which_cmake().is_none() {
-        assert!(std::env::var_os("CI").is_none(), "cmake is missing in CI: .ci/run must install it");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "cmake is missing in CI: .ci/run must install it"
+        );
         return;
     }
-    let text = stdout_of(&["cmake-flags", "--targets", LEMONADE, "--rocm", "7.14.0", "--format", "preset"]);
+    let text = stdout_of(&[
+        "cmake-flags",
+        "--targets",
+        LEMONADE,
+        "--rocm",
+        "7.14.0",
+        "--format",
+        "preset",
+    ]);
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("CMakeLists.txt"), "cmake_minimum_required(VERSION 3.21)\nproject(p NONE)\n").unwrap();
+    std::fs::write(
+        dir.path().join("CMakeLists.txt"),
+        "cmake_minimum_required(VERSION 3.21)\nproject(p NONE)\n",
+    )
+    .unwrap();
     std::fs::write(dir.path().join("CMakeUserPresets.json"), &text).unwrap();
-    let out = std::process::Command::new("cmake").arg("--list-presets").current_dir(dir.path()).output().unwrap();
+    let out = std::process::Command::new("cmake")
+        .arg("--list-presets")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
     let listed = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(listed.contains("gpuprobe-hip-vmm"), "{listed}");
 }
 
 fn which_cmake() -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join("cmake")).find(|p| p.is_file())
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join("cmake"))
+        .find(|p| p.is_file())
 }
 
 #[test]
 fn explain_names_quirks_and_sources_on_stderr() {
-    gp().args(["cmake-flags", "--targets", "gfx1201", "--rocm", "7.2.1", "--explain", "--format", "args"])
-        .assert()
-        .success()
-        .stderr(predicate::str::contains("Q21").and(predicate::str::contains("https://")).and(predicate::str::contains("decision trace")));
+    gp().args([
+        "cmake-flags",
+        "--targets",
+        "gfx1201",
+        "--rocm",
+        "7.2.1",
+        "--explain",
+        "--format",
+        "args",
+    ])
+    .assert()
+    .success()
+    .stderr(
+        predicate::str::contains("Q21")
+            .and(predicate::str::contains("https://"))
+            .and(predicate::str::contains("decision trace")),
+    );
 }
 
 #[test]
 fn completions_and_man_page_come_from_the_cli_definition() {
-    gp().args(["completions", "bash"]).assert().success().stdout(predicate::str::contains("cmake-flags"));
-    gp().args(["man"]).assert().success().stdout(predicate::str::contains(".TH gpuprobe"));
+    gp().args(["completions", "bash"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("cmake-flags"));
+    gp().args(["man"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(".TH gpuprobe"));
 }
 
 // ---- snapshots of each format -------------------------------------------------------------
 
 #[test]
 fn snapshot_shell_hip_lemonade_targets() {
-    insta::assert_snapshot!(stdout_of(&["cmake-flags", "--targets", LEMONADE, "--rocm", "7.14.0", "--llama-build", "11434"]));
+    insta::assert_snapshot!(stdout_of(&[
+        "cmake-flags",
+        "--targets",
+        LEMONADE,
+        "--rocm",
+        "7.14.0",
+        "--llama-build",
+        "11434"
+    ]));
 }
 
 #[test]
 fn snapshot_shell_cuda() {
-    insta::assert_snapshot!(stdout_of(&["cmake-flags", "--targets", "sm_86,sm_89,sm_90,sm_120", "--cuda", "12.8", "--llama-build", "11434"]));
+    insta::assert_snapshot!(stdout_of(&[
+        "cmake-flags",
+        "--targets",
+        "sm_86,sm_89,sm_90,sm_120",
+        "--cuda",
+        "12.8",
+        "--llama-build",
+        "11434"
+    ]));
 }
 
 #[test]
 fn snapshot_args_rocm_7_2() {
-    insta::assert_snapshot!(stdout_of(&["cmake-flags", "--targets", "gfx1201,gfx1100", "--rocm", "7.2.1", "--llama-build", "11434", "--format", "args"]));
+    insta::assert_snapshot!(stdout_of(&[
+        "cmake-flags",
+        "--targets",
+        "gfx1201,gfx1100",
+        "--rocm",
+        "7.2.1",
+        "--llama-build",
+        "11434",
+        "--format",
+        "args"
+    ]));
 }
 
 #[test]
 fn snapshot_json_plan() {
-    insta::assert_snapshot!(stdout_of(&["cmake-flags", "--targets", "gfx1151,gfx906", "--rocm", "6.4", "--llama-build", "9601", "--format", "json"]));
+    insta::assert_snapshot!(stdout_of(&[
+        "cmake-flags",
+        "--targets",
+        "gfx1151,gfx906",
+        "--rocm",
+        "6.4",
+        "--llama-build",
+        "9601",
+        "--format",
+        "json"
+    ]));
 }
 
 #[test]
 fn snapshot_preset() {
-    insta::assert_snapshot!(stdout_of(&["cmake-flags", "--targets", "gfx90a,gfx906", "--rocm", "6.4", "--llama-build", "11434", "--format", "preset"]));
+    insta::assert_snapshot!(stdout_of(&[
+        "cmake-flags",
+        "--targets",
+        "gfx90a,gfx906",
+        "--rocm",
+        "6.4",
+        "--llama-build",
+        "11434",
+        "--format",
+        "preset"
+    ]));
 }
 
 #[test]
 fn snapshot_from_h200_report() {
-    insta::assert_snapshot!(stdout_of(&["cmake-flags", "--from", "tests/fixtures/nvidia-2x-h200-driver580/detect.json", "--toolchain", "none", "--llama-build", "11434"]));
+    insta::assert_snapshot!(stdout_of(&[
+        "cmake-flags",
+        "--from",
+        "tests/fixtures/nvidia-2x-h200-driver580/detect.json",
+        "--toolchain",
+        "none",
+        "--llama-build",
+        "11434"
+    ]));
 }

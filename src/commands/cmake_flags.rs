@@ -20,24 +20,41 @@ pub fn llama_target(dir: Option<&Path>, build: Option<u64>, k: &Knowledge) -> Re
     if let Some(b) = build
         && b == 0
     {
-        return Err(crate::Error::input("--llama-build", "build 0 is what llama.cpp reports when built without git", "give the real build number (the N of tag bN)").into());
+        return Err(crate::Error::input(
+            "--llama-build",
+            "build 0 is what llama.cpp reports when built without git",
+            "give the real build number (the N of tag bN)",
+        )
+        .into());
     }
     match dir {
         Some(dir) => {
             let c = Checkout::open(dir)?;
             let (b, source) = match (build, c.build, &c.build_source) {
-                (Some(b), _, _) => (Some(b), format!("--llama-build, options read from {}", dir.display())),
-                (None, Some(b), Some(src)) => (Some(b), format!("checkout {} ({src})", dir.display())),
+                (Some(b), _, _) => (
+                    Some(b),
+                    format!("--llama-build, options read from {}", dir.display()),
+                ),
+                (None, Some(b), Some(src)) => {
+                    (Some(b), format!("checkout {} ({src})", dir.display()))
+                }
                 _ => {
                     eprintln!(
                         "gpuprobe: note: the build number of {} cannot be known (no git, no sdist PKG-INFO); \
                          build-dependent quirks count as possibly matching. Pass --llama-build N to be precise.",
                         dir.display()
                     );
-                    (None, format!("checkout {} (build number unknown)", dir.display()))
+                    (
+                        None,
+                        format!("checkout {} (build number unknown)", dir.display()),
+                    )
                 }
             };
-            Ok(LlamaTarget { build: b, source, checkout: Some(c) })
+            Ok(LlamaTarget {
+                build: b,
+                source,
+                checkout: Some(c),
+            })
         }
         None => match build {
             Some(b) => {
@@ -47,11 +64,18 @@ pub fn llama_target(dir: Option<&Path>, build: Option<u64>, k: &Knowledge) -> Re
                         k.options.meta.newest_build
                     );
                 }
-                Ok(LlamaTarget { build: Some(b), source: "--llama-build".into(), checkout: None })
+                Ok(LlamaTarget {
+                    build: Some(b),
+                    source: "--llama-build".into(),
+                    checkout: None,
+                })
             }
             None => Ok(LlamaTarget {
                 build: None,
-                source: format!("latest known build {} (pass --llama-build or --llama-cpp to choose)", k.options.meta.newest_build),
+                source: format!(
+                    "latest known build {} (pass --llama-build or --llama-cpp to choose)",
+                    k.options.meta.newest_build
+                ),
                 checkout: None,
             }),
         },
@@ -59,7 +83,9 @@ pub fn llama_target(dir: Option<&Path>, build: Option<u64>, k: &Knowledge) -> Re
 }
 
 fn parse_version(flag: &str, s: &str) -> Result<Version> {
-    s.parse::<Version>().map_err(|e| crate::Error::input(flag, e.to_string(), "give a version such as 6.4.1 or 12.8").into())
+    s.parse::<Version>().map_err(|e| {
+        crate::Error::input(flag, e.to_string(), "give a version such as 6.4.1 or 12.8").into()
+    })
 }
 
 pub fn host_os(report: Option<&Report>) -> Os {
@@ -88,8 +114,16 @@ impl ParseOs for String {
 pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
     let k = Knowledge::load()?;
     let llama = llama_target(a.llama_cpp.as_deref(), a.llama_build, &k)?;
-    let mut rocm = a.rocm.as_deref().map(|s| parse_version("--rocm", s)).transpose()?;
-    let mut cuda = a.cuda.as_deref().map(|s| parse_version("--cuda", s)).transpose()?;
+    let mut rocm = a
+        .rocm
+        .as_deref()
+        .map(|s| parse_version("--rocm", s))
+        .transpose()?;
+    let mut cuda = a
+        .cuda
+        .as_deref()
+        .map(|s| parse_version("--cuda", s))
+        .transpose()?;
     let mut rocm_source = "--rocm".to_string();
     let mut cuda_source = "--cuda".to_string();
     match a.toolchain.as_str() {
@@ -97,12 +131,16 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
         "auto" => {
             if rocm.is_none() && cuda.is_none() {
                 if let Some((v, src)) = toolchain::cuda_version(None) {
-                    eprintln!("gpuprobe: note: CUDA {v} from `{src}` (override with --cuda VER, or --toolchain none)");
+                    eprintln!(
+                        "gpuprobe: note: CUDA {v} from `{src}` (override with --cuda VER, or --toolchain none)"
+                    );
                     cuda = Some(v);
                     cuda_source = src;
                 }
                 if let Some((v, src)) = toolchain::rocm_version(None) {
-                    eprintln!("gpuprobe: note: ROCm {v} from `{src}` (override with --rocm VER, or --toolchain none)");
+                    eprintln!(
+                        "gpuprobe: note: ROCm {v} from `{src}` (override with --rocm VER, or --toolchain none)"
+                    );
                     rocm = Some(v);
                     rocm_source = src;
                 }
@@ -110,7 +148,10 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
         }
         path => {
             let p = Path::new(path);
-            let name = p.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .unwrap_or_default();
             let found = if name.starts_with("nvcc") {
                 toolchain::cuda_version(Some(p)).map(|(v, s)| (Backend::Cuda, v, s))
             } else {
@@ -141,9 +182,18 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
     let devices = if let Some(list) = &a.targets {
         Devices::Declared(k.targets.expand(list)?)
     } else if let Some(path) = &a.from {
-        let text = std::fs::read_to_string(path).map_err(|e| crate::Error::input(path.display().to_string(), format!("cannot read: {e}"), "pass a file written by `gpuprobe detect --json`"))?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            crate::Error::input(
+                path.display().to_string(),
+                format!("cannot read: {e}"),
+                "pass a file written by `gpuprobe detect --json`",
+            )
+        })?;
         report_owned = Report::from_json(&text, &path.display().to_string())?;
-        Devices::Measured { report: &report_owned, mode: Mode::Report }
+        Devices::Measured {
+            report: &report_owned,
+            mode: Mode::Report,
+        }
     } else {
         report_owned = crate::probe::detect(&probe_options(&a.probe)?);
         if report_owned.devices.is_empty() {
@@ -154,7 +204,10 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
             }
             .into());
         }
-        Devices::Measured { report: &report_owned, mode: Mode::Probe }
+        Devices::Measured {
+            report: &report_owned,
+            mode: Mode::Probe,
+        }
     };
     let report = match &devices {
         Devices::Measured { report, .. } => Some(*report),
@@ -174,7 +227,18 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
         Some(r) => r.environment.iter().map(|e| e.name.clone()).collect(),
         None => crate::probe::env::set_names(),
     };
-    let req = Request { devices, backend, llama, rocm, cuda, rocm_source, cuda_source, os, env_set, force_no_vmm: a.force_no_vmm };
+    let req = Request {
+        devices,
+        backend,
+        llama,
+        rocm,
+        cuda,
+        rocm_source,
+        cuda_source,
+        os,
+        env_set,
+        force_no_vmm: a.force_no_vmm,
+    };
     let plan = resolve(&k, &req)?;
     if a.explain {
         eprint!("{}", emit::explain(&plan, &k));
@@ -194,26 +258,55 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
                 Some(name) => {
                     let g: Vec<_> = plan.groups.iter().filter(|g| &g.name == name).collect();
                     if g.is_empty() {
-                        let names: Vec<&str> = plan.groups.iter().map(|g| g.name.as_str()).collect();
-                        return Err(crate::Error::input("--group", format!("no group named `{name}`"), format!("use one of: {}", names.join(", "))).into());
+                        let names: Vec<&str> =
+                            plan.groups.iter().map(|g| g.name.as_str()).collect();
+                        return Err(crate::Error::input(
+                            "--group",
+                            format!("no group named `{name}`"),
+                            format!("use one of: {}", names.join(", ")),
+                        )
+                        .into());
                     }
                     g
                 }
                 None => plan.groups.iter().collect(),
             };
             if groups.len() > 1 {
-                eprintln!("gpuprobe: note: {} build groups, one line each ({}); pick one with --group", groups.len(), groups.iter().map(|g| g.name.as_str()).collect::<Vec<_>>().join(", "));
+                eprintln!(
+                    "gpuprobe: note: {} build groups, one line each ({}); pick one with --group",
+                    groups.len(),
+                    groups
+                        .iter()
+                        .map(|g| g.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
             }
-            print(&groups.iter().map(|g| emit::args::render(g)).collect::<String>())?;
+            print(
+                &groups
+                    .iter()
+                    .map(|g| emit::args::render(g))
+                    .collect::<String>(),
+            )?;
         }
         Format::Github => {
             let Some(output) = std::env::var_os("GITHUB_OUTPUT").filter(|v| !v.is_empty()) else {
-                return Err(crate::Error::input("--format github", "GITHUB_OUTPUT is not set (not running in GitHub Actions)", "use --format json or shell outside GitHub Actions").into());
+                return Err(crate::Error::input(
+                    "--format github",
+                    "GITHUB_OUTPUT is not set (not running in GitHub Actions)",
+                    "use --format json or shell outside GitHub Actions",
+                )
+                .into());
             };
             let summary = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|v| !v.is_empty());
-            let annotations = emit::github::write(&plan, Path::new(&output), summary.as_deref().map(Path::new))?;
+            let annotations =
+                emit::github::write(&plan, Path::new(&output), summary.as_deref().map(Path::new))?;
             print(&annotations)?;
         }
     }
-    Ok(if plan.refused() { crate::error::exit::PROBLEM } else { 0 })
+    Ok(if plan.refused() {
+        crate::error::exit::PROBLEM
+    } else {
+        0
+    })
 }

@@ -10,9 +10,19 @@ use crate::report::{Report, SmokeOutcome};
 
 pub fn probe_options(p: &ProbeArgs) -> Result<ProbeOptions> {
     if !(p.timeout.is_finite() && p.timeout > 0.0 && p.timeout <= 86_400.0) {
-        return Err(crate::Error::input("--timeout", format!("`{}` is not a usable number of seconds", p.timeout), "give a positive number such as 30").into());
+        return Err(crate::Error::input(
+            "--timeout",
+            format!("`{}` is not a usable number of seconds", p.timeout),
+            "give a positive number such as 30",
+        )
+        .into());
     }
-    Ok(ProbeOptions { backend: p.backend, smoke: !p.no_smoke, timeout: Duration::from_secs_f64(p.timeout), cycles: p.cycles })
+    Ok(ProbeOptions {
+        backend: p.backend,
+        smoke: !p.no_smoke,
+        timeout: Duration::from_secs_f64(p.timeout),
+        cycles: p.cycles,
+    })
 }
 
 pub fn run(a: &DetectArgs) -> Result<i32> {
@@ -23,11 +33,18 @@ pub fn run(a: &DetectArgs) -> Result<i32> {
         print(&table(&report))?;
     }
     // A GPU only seen in sysfs/procfs, with no working runtime, does not satisfy --require-gpu.
-    let measured = report.devices.iter().any(|d| d.source == "driver" || d.source == "probe-program");
+    let measured = report
+        .devices
+        .iter()
+        .any(|d| d.source == "driver" || d.source == "probe-program");
     if a.require_gpu && !measured {
         eprintln!(
             "gpuprobe: --require-gpu: {}",
-            if report.devices.is_empty() { "no GPU found" } else { "GPUs are present but no GPU runtime could reach them" }
+            if report.devices.is_empty() {
+                "no GPU found"
+            } else {
+                "GPUs are present but no GPU runtime could reach them"
+            }
         );
         return Ok(crate::error::exit::ENVIRONMENT);
     }
@@ -39,7 +56,10 @@ pub fn table(r: &Report) -> String {
     if r.devices.is_empty() {
         o.push_str("No GPU found on this machine.\n");
     } else {
-        o.push_str(&format!("{:<3} {:<5} {:<28} {:<8} {:<22} {:<4} {:<17} {}\n", "#", "api", "name", "arch", "VRAM total (free)", "VMM", "granularity", "smoke"));
+        o.push_str(&format!(
+            "{:<3} {:<5} {:<28} {:<8} {:<22} {:<4} {:<17} {}\n",
+            "#", "api", "name", "arch", "VRAM total (free)", "VMM", "granularity", "smoke"
+        ));
         for d in &r.devices {
             let vram = match (d.vram_total_bytes, d.vram_free_bytes) {
                 (Some(t), Some(f)) => format!("{} ({})", gib(t), gib(f)),
@@ -75,7 +95,11 @@ pub fn table(r: &Report) -> String {
                 facts.push(format!("pci {p}"));
             }
             if let Some(i) = d.integrated {
-                facts.push(if i { "integrated (APU)".into() } else { "discrete".to_string() });
+                facts.push(if i {
+                    "integrated (APU)".into()
+                } else {
+                    "discrete".to_string()
+                });
             }
             if let Some(w) = d.wave_size {
                 facts.push(format!("wave {w}"));
@@ -84,7 +108,14 @@ pub fn table(r: &Report) -> String {
                 facts.push(format!("driver {v}"));
             }
             if let Some(v) = &d.runtime_version {
-                facts.push(format!("{} {v}", if d.backend == crate::report::Backend::Cuda { "CUDA API" } else { "HIP" }));
+                facts.push(format!(
+                    "{} {v}",
+                    if d.backend == crate::report::Backend::Cuda {
+                        "CUDA API"
+                    } else {
+                        "HIP"
+                    }
+                ));
             }
             facts.push(format!("from {}", d.source));
             o.push_str(&format!("    {}\n", facts.join(", ")));
@@ -103,7 +134,10 @@ pub fn table(r: &Report) -> String {
             p.to,
             p.can_access.map_or("?", |b| if b { "yes" } else { "no" }),
             p.outcome.as_str(),
-            p.reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
+            p.reason
+                .as_ref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
         ));
     }
     o.push_str("backends:\n");
@@ -118,7 +152,10 @@ pub fn table(r: &Report) -> String {
         }
     }
     for e in &r.environment {
-        o.push_str(&format!("warning: {}={} is set: {}\n", e.name, e.value, e.effect));
+        o.push_str(&format!(
+            "warning: {}={} is set: {}\n",
+            e.name, e.value, e.effect
+        ));
     }
     if r.devices.is_empty() {
         o.push_str(
@@ -127,7 +164,9 @@ pub fn table(r: &Report) -> String {
              gpuprobe cmake-flags --targets sm_86,sm_90 --cuda 12.8      # NVIDIA\n",
         );
     } else {
-        o.push_str("\nNext: gpuprobe cmake-flags >> build.sh   (or --explain to see every decision)\n");
+        o.push_str(
+            "\nNext: gpuprobe cmake-flags >> build.sh   (or --explain to see every decision)\n",
+        );
     }
     o
 }
@@ -145,5 +184,9 @@ fn gib(b: u64) -> String {
 }
 
 fn truncate(s: &str, n: usize) -> String {
-    if s.chars().count() <= n { s.to_string() } else { s.chars().take(n - 1).collect::<String>() + "…" }
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        s.chars().take(n - 1).collect::<String>() + "…"
+    }
 }

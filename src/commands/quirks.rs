@@ -10,12 +10,24 @@ pub fn run(a: &QuirksArgs) -> Result<i32> {
         None | Some(QuirksAction::List { json: false }) => {
             let mut out = String::new();
             for q in &k.quirks {
-                let tag = if q.contested { " (contested: explanation only)" } else { "" };
-                out.push_str(&format!("{:<14} {:<8} {:<11} {}{tag}\n", q.id, word(&q.severity), word(&q.confidence), q.title));
+                let tag = if q.contested {
+                    " (contested: explanation only)"
+                } else {
+                    ""
+                };
+                out.push_str(&format!(
+                    "{:<14} {:<8} {:<11} {}{tag}\n",
+                    q.id,
+                    word(&q.severity),
+                    word(&q.confidence),
+                    q.title
+                ));
             }
             print(&out)?;
         }
-        Some(QuirksAction::List { json: true }) => print(&(serde_json::to_string_pretty(&k.quirks)? + "\n"))?,
+        Some(QuirksAction::List { json: true }) => {
+            print(&(serde_json::to_string_pretty(&k.quirks)? + "\n"))?
+        }
         Some(QuirksAction::Show { id }) => {
             let Some(q) = k.quirk(id) else {
                 let ids: Vec<&str> = k.quirks.iter().map(|q| q.id.as_str()).collect();
@@ -27,9 +39,15 @@ pub fn run(a: &QuirksArgs) -> Result<i32> {
                 .into());
             };
             let mut out = format!("{}: {}\n\n{}\n\n", q.id, q.title, q.summary);
-            out.push_str(&format!("severity: {}\nconfidence: {}\n", word(&q.severity), word(&q.confidence)));
+            out.push_str(&format!(
+                "severity: {}\nconfidence: {}\n",
+                word(&q.severity),
+                word(&q.confidence)
+            ));
             if q.contested {
-                out.push_str("contested: yes (recorded for explanation; never turned into a flag or deny)\n");
+                out.push_str(
+                    "contested: yes (recorded for explanation; never turned into a flag or deny)\n",
+                );
             }
             out.push_str("\nmatch:\n");
             out.push_str(&indent(&toml::to_string(&q.when).unwrap_or_default()));
@@ -74,5 +92,8 @@ fn indent(s: &str) -> String {
 
 /// The spelling used in the TOML files (serde's), e.g. `medium-high`.
 fn word<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }

@@ -1,4 +1,807 @@
-// Temporary: replaced by the real command while it is being written.
-pub fn run(_a: &crate::cli::WorkflowArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("under construction")
+//! `gpuprobe workflow`: one plan per OS from the declared targets, turned into a GitHub Actions
+//! workflow (one job per OS, one matrix entry per plan group), printed, written atomically
+//! (`--output`) or compared with a file (`--check`, exit 1 and a unified diff on drift).
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Result;
+
+use super::cmake_flags::llama_target;
+use super::print;
+use crate::cli::{BackendChoice, WorkflowArgs};
+use crate::emit::workflow::{self as wf, Entry, Job, ToolVersion, Workflow};
+use crate::error::{Error, exit};
+use crate::plan::Plan;
+use crate::profiles::Knowledge;
+use crate::quirks::Os;
+use crate::report::Backend;
+use crate::resolve::{Devices, Request, resolve};
+
+const LLAMA_REPOSITORY: &str = "ggml-org/llama.cpp";
+
+pub fn run(a: &WorkflowArgs) -> Result<i32> {
+    let k = Knowledge::load()?;
+    if !k.user_quirk_files.is_empty() {
+        let files: Vec<String> = k
+            .user_quirk_files
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        eprintln!(
+            "gpuprobe: note: user quirk files are part of this plan ({}); a CI job that runs `--check` needs the same files",
+            files.join(", ")
+        );
+    }
+    let built = build(&k, a)?;
+    for w in &built.warnings {
+        eprintln!("gpuprobe: warning: {w}");
+    }
+    if !built.refusals.is_empty() {
+        for r in &built.refusals {
+            eprintln!("gpuprobe: refused: {r}");
+        }
+        return Ok(exit::PROBLEM);
+    }
+    let text = wf::render(&built.workflow)?;
+    if let Some(path) = &a.check {
+        return check(path, &text);
+    }
+    if let Some(path) = &a.output {
+        write_atomically(path, &text)?;
+        eprintln!("gpuprobe: wrote {}", path.display());
+        return Ok(exit::OK);
+    }
+    print(&text)?;
+    Ok(exit::OK)
+}
+
+/// The workflow, plus what the plans said that is not part of it.
+struct Built {
+    workflow: Workflow,
+    warnings: Vec<String>,
+    refusals: Vec<String>,
+}
+
+fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
+    let items: Vec<&str> = a
+        .targets
+        .split([',', ';', ' '])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if let Some(n) = items.iter().find(|i| i.eq_ignore_ascii_case("native")) {
+        return Err(Error::input(
+            "--targets",
+            format!("`{n}` is not a target here: a CI build machine has no GPU for CMake to detect, so `native` builds for nothing or for the wrong GPU (Q19)"),
+            "name the architectures, e.g. --targets gfx1100,gfx120X or --targets sm_86,sm_90",
+        )
+        .into());
+    }
+    let targets = k.targets.expand(&a.targets)?;
+    let oses = parse_oses(&a.os)?;
+    let backend = match a.backend {
+        Some(BackendChoice::Hip) => Some(Backend::Hip),
+        Some(BackendChoice::Cuda) => Some(Backend::Cuda),
+        Some(BackendChoice::Auto) | None => None,
+    };
+    let rocm = a
+        .rocm
+        .as_deref()
+        .map(|s| ToolVersion::parse("--rocm", s))
+        .transpose()?;
+    let cuda = a
+        .cuda
+        .as_deref()
+        .map(|s| ToolVersion::parse("--cuda", s))
+        .transpose()?;
+
+    let llama_ref = match &a.llama_ref {
+        Some(r) => {
+            check_git_ref(r)?;
+            r.clone()
+        }
+        None => format!("b{}", k.options.meta.newest_build),
+    };
+    let ref_build = llama_ref
+        .strip_prefix('b')
+        .and_then(|n| n.parse::<u64>().ok())
+        .filter(|n| *n > 0);
+    if let (Some(given), Some(from_ref)) = (a.llama_build, ref_build)
+        && given != from_ref
+    {
+        return Err(Error::input(
+            "--llama-build",
+            format!("build {given} does not match --llama-ref {llama_ref} (build {from_ref})"),
+            "leave --llama-build out (a bN ref gives the build), or make them agree",
+        )
+        .into());
+    }
+    let build_number = a.llama_build.or(ref_build);
+    if build_number.is_none() {
+        eprintln!(
+            "gpuprobe: note: --llama-ref {llama_ref} is not a bN tag and --llama-build is not given: options and quirks are taken for the newest known build ({}), and the built binary's build number is not checked",
+            k.options.meta.newest_build
+        );
+    }
+    let llama = llama_target(None, build_number, k)?;
+
+    let mut plans: Vec<(Os, Plan)> = Vec::new();
+    for os in &oses {
+        let req = Request {
+            devices: Devices::Declared(targets.clone()),
+            backend,
+            llama: llama.clone(),
+            rocm: rocm
+                .as_ref()
+                .map(|v| v.text.parse())
+                .transpose()
+                .map_err(|e| {
+                    Error::input("--rocm", format!("{e}"), "give a version such as 7.2.1")
+                })?,
+            cuda: cuda
+                .as_ref()
+                .map(|v| v.text.parse())
+                .transpose()
+                .map_err(|e| {
+                    Error::input("--cuda", format!("{e}"), "give a version such as 12.8")
+                })?,
+            rocm_source: "--rocm".into(),
+            cuda_source: "--cuda".into(),
+            os: *os,
+            // The runner's environment, not this machine's: nothing is set there.
+            env_set: Vec::new(),
+            force_no_vmm: false,
+        };
+        plans.push((*os, resolve(k, &req)?));
+    }
+    let plan_backend = plans[0].1.backend;
+    let version = match (plan_backend, &rocm, &cuda) {
+        (Backend::Hip, Some(v), None) => v.clone(),
+        (Backend::Cuda, None, Some(v)) => v.clone(),
+        (Backend::Hip, None, Some(_)) => {
+            return Err(Error::input(
+                "--cuda",
+                "the targets are AMD GPUs, built with ROCm",
+                "give --rocm VER instead, e.g. --rocm 7.2.1 or --rocm 7.14.0",
+            )
+            .into());
+        }
+        (Backend::Cuda, Some(_), None) => {
+            return Err(Error::input(
+                "--rocm",
+                "the targets are NVIDIA GPUs, built with CUDA",
+                "give --cuda VER instead, e.g. --cuda 12.8",
+            )
+            .into());
+        }
+        (Backend::Hip, None, None) => {
+            return Err(Error::input(
+                "--rocm",
+                "the workflow installs ROCm, and needs its version",
+                "give --rocm VER, e.g. --rocm 7.2.1 (apt, Linux) or --rocm 7.14.0 (TheRock wheels)",
+            )
+            .into());
+        }
+        (Backend::Cuda, None, None) => {
+            return Err(Error::input(
+                "--cuda",
+                "the workflow installs CUDA, and needs its version",
+                "give --cuda VER, e.g. --cuda 12.8",
+            )
+            .into());
+        }
+        (_, Some(_), Some(_)) => {
+            return Err(Error::input(
+                "--rocm/--cuda",
+                "give the version of one toolkit only",
+                "drop --rocm or --cuda",
+            )
+            .into());
+        }
+    };
+
+    let mut refusals = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+    let mut jobs = Vec::new();
+    for (os, plan) in &plans {
+        for r in &plan.refusals {
+            refusals.push(format!("{}: {}", os.as_str(), r.message));
+        }
+        for w in &plan.warnings {
+            let text = w.message.clone();
+            if !warnings.contains(&text) {
+                warnings.push(text);
+            }
+        }
+        jobs.push(job(k, *os, plan, &version, &llama_ref)?);
+    }
+
+    let backend_word = match plan_backend {
+        Backend::Hip => "hip",
+        Backend::Cuda => "cuda",
+    };
+    let toolkit = match plan_backend {
+        Backend::Hip => "ROCm",
+        Backend::Cuda => "CUDA",
+    };
+    let mut command = format!(
+        "gpuprobe workflow --targets {} --os {}",
+        items.join(","),
+        oses.iter()
+            .map(|o| o.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    if let Some(b) = backend {
+        command.push_str(&format!(
+            " --backend {}",
+            if b == Backend::Hip { "hip" } else { "cuda" }
+        ));
+    }
+    command.push_str(&format!(" --{} {}", toolkit.to_lowercase(), version.text));
+    command.push_str(&format!(" --llama-ref {llama_ref}"));
+    if a.llama_build.is_some() && ref_build.is_none() {
+        command.push_str(&format!(
+            " --llama-build {}",
+            llama.effective_build(&k.options)
+        ));
+    }
+
+    let mut header = vec![
+        format!(
+            "Builds llama.cpp {llama_ref} for {toolkit} {} with the flags gpuprobe resolved for each group of targets.",
+            version.text
+        ),
+        format!(
+            "Generated by gpuprobe {}. Do not edit: regenerate with",
+            env!("CARGO_PKG_VERSION")
+        ),
+        format!("  {command} --output <this file>"),
+        "and let CI fail on drift with `--check <this file>` (exit 1 and a diff when out of date)."
+            .into(),
+        String::new(),
+        format!(
+            "Plan: llama.cpp options and quirks of build {} ({}); one job per OS, one matrix entry per group:",
+            llama.effective_build(&k.options),
+            if build_number.is_some() {
+                "from --llama-ref/--llama-build"
+            } else {
+                "newest known build"
+            }
+        ),
+    ];
+    for (os, plan) in &plans {
+        for g in &plan.groups {
+            let vmm = match vmm_expectation(g) {
+                (_, Some(true)) => "legacy pool",
+                (_, Some(false)) => "VMM pool",
+                (_, None) => "VMM not expressible",
+            };
+            header.extend(wrap(
+                &format!(
+                    "{}: {} [{}], {vmm}",
+                    os.as_str(),
+                    g.name,
+                    g.targets.join(" ")
+                ),
+                96,
+                "  ",
+            ));
+        }
+    }
+    if !warnings.is_empty() {
+        header.push(String::new());
+        header
+            .push("Warnings from the plan (they apply to the built binaries at run time):".into());
+        for w in &warnings {
+            header.extend(wrap(&format!("- {w}"), 96, "  "));
+        }
+    }
+    Ok(Built {
+        workflow: Workflow {
+            name: format!("llama.cpp {llama_ref} ({toolkit} {})", version.text),
+            header,
+            backend: backend_word,
+            llama_repository: LLAMA_REPOSITORY.into(),
+            llama_ref: llama_ref.clone(),
+            expected_build: ref_build.map(|n| n.to_string()).unwrap_or_default(),
+            jobs,
+        },
+        warnings,
+        refusals,
+    })
+}
+
+/// One OS's job: runner, toolkit install, and the plan's groups as matrix entries.
+fn job(k: &Knowledge, os: Os, plan: &Plan, version: &ToolVersion, llama_ref: &str) -> Result<Job> {
+    let mut install = wf::install(plan.backend, os, version)?;
+    install.comment = wrap(&install.comment.join(" "), 96, "");
+    let (id, default_runner) = match os {
+        Os::Windows => ("windows", wf::WINDOWS_RUNNER),
+        Os::Linux | Os::Wsl => ("linux", wf::LINUX_RUNNER),
+    };
+    // A quirk that matched this plan may name the runner image (Q18: windows-2022).
+    let from_quirk = plan
+        .warnings
+        .iter()
+        .chain(plan.notes.iter())
+        .flat_map(|n| n.quirks.iter())
+        .filter_map(|id| k.quirk(id))
+        .filter(|q| plan.warnings.iter().any(|w| w.quirks.contains(&q.id)))
+        .find_map(|q| q.effect.runner.as_ref().map(|r| (r.clone(), q)));
+    let (runner, runner_comment) = match from_quirk {
+        Some((r, q)) => {
+            if r.is_empty()
+                || !r
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+            {
+                return Err(Error::input(
+                    format!("quirk {}", q.id),
+                    format!("effect.runner `{r}` is not a runner label"),
+                    "write a GitHub runner image label such as windows-2022",
+                )
+                .into());
+            }
+            let why = wrap(
+                &format!("{r}, not the newer images: {} ({}).", q.title, q.id),
+                96,
+                "",
+            );
+            (r, why)
+        }
+        None => (
+            default_runner.to_string(),
+            vec![format!(
+                "{default_runner}: a versioned image, so the workflow does not change under its users."
+            )],
+        ),
+    };
+    let toolkit_word = match plan.backend {
+        Backend::Hip => "rocm",
+        Backend::Cuda => "cuda",
+    };
+    let mut entries = Vec::new();
+    for g in &plan.groups {
+        for f in &g.flags {
+            let bad = |c: char| c.is_whitespace() || c.is_control() || "\"'`\\".contains(c);
+            if f.name.is_empty()
+                || !f
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_')
+                || f.value.chars().any(bad)
+            {
+                let q = f.quirks.join(", ");
+                return Err(Error::input(
+                    if q.is_empty() { "plan".to_string() } else { format!("quirk {q}") },
+                    format!("flag -D{}={} cannot be passed through a workflow matrix (names are A-Z, 0-9, _; values have no spaces or quotes)", f.name, f.value),
+                    "correct the quirk record's effect.set",
+                )
+                .into());
+            }
+        }
+        let (flag, no_vmm) = vmm_expectation(g);
+        let vmm_words = match no_vmm {
+            Some(true) => "legacy pool (VMM compiled out)",
+            Some(false) => "VMM pool compiled in",
+            None => "VMM decision not expressible in this build",
+        };
+        let reason = flag
+            .and_then(|n| g.flag(n))
+            .map(|f| f.reason.clone())
+            .unwrap_or_else(|| "the build does not declare the VMM option".into());
+        entries.push(Entry {
+            group: g.name.clone(),
+            targets: g.targets.join(";"),
+            cmake_args: g.cmake_args().join(" "),
+            vmm_flag: flag.unwrap_or("").to_string(),
+            expect_no_vmm: match no_vmm {
+                Some(true) => "1".into(),
+                Some(false) => "0".into(),
+                None => String::new(),
+            },
+            artifact: format!(
+                "llama-{}-{id}-{toolkit_word}{}-{}",
+                sanitize(llama_ref),
+                version.text,
+                g.name
+            ),
+            comment: wrap(
+                &format!("{}: {vmm_words}: {reason}", g.targets.join(", ")),
+                94,
+                "",
+            ),
+        });
+    }
+    Ok(Job {
+        id,
+        runner,
+        runner_comment,
+        container: install.container.clone(),
+        cli_needs: match (plan.backend, os) {
+            (Backend::Cuda, Os::Windows) => "nvcuda.dll",
+            (Backend::Cuda, _) => "libcuda-stub",
+            (Backend::Hip, _) => "",
+        },
+        install,
+        entries,
+    })
+}
+
+/// The group's VMM flag and whether it compiles the VMM pool out (`Some(true)`), in
+/// (`Some(false)`), or is not set (`None`).
+fn vmm_expectation(g: &crate::plan::Group) -> (Option<&'static str>, Option<bool>) {
+    for name in ["GGML_HIP_NO_VMM", "GGML_CUDA_NO_VMM"] {
+        if let Some(f) = g.flag(name) {
+            return (Some(name), Some(f.value.eq_ignore_ascii_case("ON")));
+        }
+    }
+    (None, None)
+}
+
+fn parse_oses(list: &str) -> Result<Vec<Os>, Error> {
+    let mut out = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let os = match item.to_ascii_lowercase().as_str() {
+            "linux" | "ubuntu" => Os::Linux,
+            "windows" => Os::Windows,
+            _ => {
+                return Err(Error::input(
+                    "--os",
+                    format!("unknown OS `{item}`"),
+                    "use linux, windows or linux,windows",
+                ));
+            }
+        };
+        if !out.contains(&os) {
+            out.push(os);
+        }
+    }
+    if out.is_empty() {
+        return Err(Error::input(
+            "--os",
+            "no operating system given",
+            "use linux, windows or linux,windows",
+        ));
+    }
+    Ok(out)
+}
+
+/// A git ref that can go into the workflow as data: tag, branch or commit, the characters of
+/// `git check-ref-format` minus everything a shell or YAML would read specially.
+fn check_git_ref(r: &str) -> Result<(), Error> {
+    let ok_chars = r
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "._/-".contains(c));
+    let ok_shape = !r.is_empty()
+        && r.len() <= 200
+        && !r.starts_with(['-', '/', '.'])
+        && !r.ends_with(['/', '.'])
+        && !r.contains("..")
+        && !r.contains("//")
+        && !r.ends_with(".lock");
+    if ok_chars && ok_shape {
+        Ok(())
+    } else {
+        Err(Error::input(
+            "--llama-ref",
+            format!("`{r}` is not a git tag, branch or commit that gpuprobe can put in a workflow"),
+            "use a release tag such as b11434, a branch name or a commit hash (letters, digits, . _ / -)",
+        ))
+    }
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// Splits `text` into comment lines of at most `width` characters (longer words stay whole);
+/// continuation lines start with `indent`.
+fn wrap(text: &str, width: usize, indent: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + word.len() > width {
+            lines.push(std::mem::take(&mut line));
+            line.push_str(indent);
+        }
+        if !line.is_empty() && !line.ends_with(' ') {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.trim().is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// `--check FILE`: 0 when FILE is what would be generated, 1 with a unified diff on stdout when not.
+fn check(path: &Path, text: &str) -> Result<i32> {
+    let (current, missing) = match std::fs::read_to_string(path) {
+        Ok(s) => (s.replace("\r\n", "\n"), false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), true),
+        Err(e) => return Err(Error::io(path, e).into()),
+    };
+    if !missing && current == text {
+        eprintln!("gpuprobe: {} is up to date", path.display());
+        return Ok(exit::OK);
+    }
+    let name = path.display().to_string();
+    print(&diff::unified(
+        &current,
+        text,
+        &name,
+        &format!("{name} (generated)"),
+        3,
+    ))?;
+    if missing {
+        eprintln!(
+            "gpuprobe: {name} does not exist; write it with the same arguments and --output {name}"
+        );
+    } else {
+        eprintln!(
+            "gpuprobe: {name} is out of date; regenerate it with the same arguments and --output {name}"
+        );
+    }
+    Ok(exit::PROBLEM)
+}
+
+/// Writes `text` to `path` through a temporary file in the same directory and a rename, so the
+/// file is either the old one or the whole new one.
+fn write_atomically(path: &Path, text: &str) -> Result<(), Error> {
+    let shown = path.display().to_string();
+    let Some(name) = path.file_name() else {
+        return Err(Error::input(
+            "--output",
+            format!("`{shown}` is not a file name"),
+            "give the path of the workflow file, e.g. .github/workflows/llama.yml",
+        ));
+    };
+    if path.is_dir() {
+        return Err(Error::input(
+            "--output",
+            format!("`{shown}` is a directory"),
+            "give the path of the workflow file, e.g. .github/workflows/llama.yml",
+        ));
+    }
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(Error::input(
+            "--output",
+            format!("directory `{}` does not exist", dir.display()),
+            "create it first (e.g. mkdir -p .github/workflows)",
+        ));
+    }
+    let tmp = dir.join(format!(
+        ".{}.gpuprobe-{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::io(path, e));
+    }
+    Ok(())
+}
+
+/// A line diff in unified format (longest common subsequence; the common head and tail are
+/// trimmed first, so the table only covers the changed middle).
+mod diff {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Op {
+        Same,
+        Del,
+        Add,
+    }
+
+    pub fn unified(old: &str, new: &str, old_name: &str, new_name: &str, context: usize) -> String {
+        let a: Vec<&str> = old.lines().collect();
+        let b: Vec<&str> = new.lines().collect();
+        let ops = script(&a, &b);
+        // (op, old index, new index) for every op.
+        let mut rows = Vec::with_capacity(ops.len());
+        let (mut i, mut j) = (0usize, 0usize);
+        for op in &ops {
+            rows.push((*op, i, j));
+            match op {
+                Op::Same => {
+                    i += 1;
+                    j += 1;
+                }
+                Op::Del => i += 1,
+                Op::Add => j += 1,
+            }
+        }
+        let changed: Vec<usize> = rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.0 != Op::Same)
+            .map(|(k, _)| k)
+            .collect();
+        let mut out = format!("--- {old_name}\n+++ {new_name}\n");
+        let mut k = 0;
+        while k < changed.len() {
+            let first = changed[k];
+            let mut last = first;
+            while k + 1 < changed.len() && changed[k + 1] - last <= 2 * context + 1 {
+                k += 1;
+                last = changed[k];
+            }
+            k += 1;
+            let start = first.saturating_sub(context);
+            let end = (last + 1 + context).min(rows.len());
+            let slice = &rows[start..end];
+            let old_len = slice.iter().filter(|r| r.0 != Op::Add).count();
+            let new_len = slice.iter().filter(|r| r.0 != Op::Del).count();
+            let old_start = if old_len > 0 {
+                slice[0].1 + 1
+            } else {
+                slice[0].1
+            };
+            let new_start = if new_len > 0 {
+                slice[0].2 + 1
+            } else {
+                slice[0].2
+            };
+            out.push_str(&format!(
+                "@@ -{old_start},{old_len} +{new_start},{new_len} @@\n"
+            ));
+            for (op, oi, nj) in slice {
+                match op {
+                    Op::Same => out.push_str(&format!(" {}\n", a[*oi])),
+                    Op::Del => out.push_str(&format!("-{}\n", a[*oi])),
+                    Op::Add => out.push_str(&format!("+{}\n", b[*nj])),
+                }
+            }
+        }
+        out
+    }
+
+    fn script(a: &[&str], b: &[&str]) -> Vec<Op> {
+        let head = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        let tail = a[head..]
+            .iter()
+            .rev()
+            .zip(b[head..].iter().rev())
+            .take_while(|(x, y)| x == y)
+            .count();
+        let (ma, mb) = (&a[head..a.len() - tail], &b[head..b.len() - tail]);
+        let mut ops = vec![Op::Same; head];
+        if ma.len().saturating_mul(mb.len()) > 25_000_000 {
+            // Too large for the table: show the middle as replaced.
+            ops.extend(std::iter::repeat_n(Op::Del, ma.len()));
+            ops.extend(std::iter::repeat_n(Op::Add, mb.len()));
+        } else {
+            // lcs[i][j]: length of the LCS of ma[i..] and mb[j..].
+            let w = mb.len() + 1;
+            let mut lcs = vec![0u32; (ma.len() + 1) * w];
+            for i in (0..ma.len()).rev() {
+                for j in (0..mb.len()).rev() {
+                    lcs[i * w + j] = if ma[i] == mb[j] {
+                        lcs[(i + 1) * w + j + 1] + 1
+                    } else {
+                        lcs[(i + 1) * w + j].max(lcs[i * w + j + 1])
+                    };
+                }
+            }
+            let (mut i, mut j) = (0, 0);
+            while i < ma.len() || j < mb.len() {
+                if i < ma.len() && j < mb.len() && ma[i] == mb[j] {
+                    ops.push(Op::Same);
+                    i += 1;
+                    j += 1;
+                } else if j < mb.len()
+                    && (i == ma.len() || lcs[i * w + j + 1] >= lcs[(i + 1) * w + j])
+                {
+                    ops.push(Op::Add);
+                    j += 1;
+                } else {
+                    ops.push(Op::Del);
+                    i += 1;
+                }
+            }
+        }
+        ops.extend(std::iter::repeat_n(Op::Same, tail));
+        ops
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn shows_a_changed_line_with_context() {
+            let old = "a\nb\nc\nd\ne\nf\ng\nh\n";
+            let new = "a\nb\nc\nd\nE\nf\ng\nh\n";
+            let d = super::unified(old, new, "x", "y", 3);
+            assert_eq!(
+                d,
+                "--- x\n+++ y\n@@ -2,7 +2,7 @@\n b\n c\n d\n-e\n+E\n f\n g\n h\n"
+            );
+        }
+
+        #[test]
+        fn diffs_against_an_empty_file() {
+            let d = super::unified("", "a\nb\n", "x", "y", 3);
+            assert_eq!(d, "--- x\n+++ y\n@@ -0,0 +1,2 @@\n+a\n+b\n");
+        }
+
+        #[test]
+        fn separates_distant_changes_into_hunks() {
+            let old: String = (0..30).map(|i| format!("{i}\n")).collect();
+            let new = old
+                .replace("3\n", "three\n")
+                .replace("25\n", "twenty-five\n");
+            let d = super::unified(&old, &new, "x", "y", 3);
+            assert_eq!(d.matches("@@ -").count(), 2, "{d}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wraps_comment_lines() {
+        assert_eq!(wrap("aaa bbb ccc", 7, "  "), vec!["aaa bbb", "  ccc"]);
+        assert_eq!(wrap("", 7, ""), Vec::<String>::new());
+    }
+
+    #[test]
+    fn accepts_only_plain_git_refs() {
+        for ok in [
+            "b11434",
+            "master",
+            "feature/x-1",
+            "0123456789abcdef0123456789abcdef01234567",
+        ] {
+            assert!(check_git_ref(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "$(touch x)",
+            "-rf",
+            "a..b",
+            "a b",
+            "x;y",
+            "v1.lock",
+            "a\nb",
+            "${{ github.token }}",
+        ] {
+            assert!(check_git_ref(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn parses_os_lists() {
+        assert_eq!(
+            parse_oses("linux, windows,linux").unwrap(),
+            vec![Os::Linux, Os::Windows]
+        );
+        assert!(parse_oses("macos").is_err());
+        assert!(parse_oses(" , ").is_err());
+    }
 }

@@ -43,7 +43,10 @@ pub fn env_lines(plan: &Plan) -> String {
 pub fn summary(plan: &Plan) -> String {
     let mut s = String::new();
     let status = if plan.refused() { "refused" } else { "ok" };
-    s.push_str(&format!("### gpuprobe: llama.cpp {} plan ({status})\n\n", plan.backend.name()));
+    s.push_str(&format!(
+        "### gpuprobe: llama.cpp {} plan ({status})\n\n",
+        plan.backend.name()
+    ));
     s.push_str(&format!(
         "llama.cpp build {} ({}), {} {}\n\n",
         plan.llama.effective_build,
@@ -53,7 +56,12 @@ pub fn summary(plan: &Plan) -> String {
     ));
     s.push_str("| group | targets | VMM | flags | why |\n|---|---|---|---|---|\n");
     for g in &plan.groups {
-        let vmm_reason = g.flags.iter().find(|f| f.name.ends_with("_NO_VMM")).map(|f| f.reason.as_str()).unwrap_or("");
+        let vmm_reason = g
+            .flags
+            .iter()
+            .find(|f| f.name.ends_with("_NO_VMM"))
+            .map(|f| f.reason.as_str())
+            .unwrap_or("");
         s.push_str(&format!(
             "| {} | {} | {} | `{}` | {} |\n",
             g.name,
@@ -63,7 +71,11 @@ pub fn summary(plan: &Plan) -> String {
             md_cell(vmm_reason)
         ));
     }
-    for (label, notes) in [("Refused", &plan.refusals), ("Warnings", &plan.warnings), ("May apply", &plan.notes)] {
+    for (label, notes) in [
+        ("Refused", &plan.refusals),
+        ("Warnings", &plan.warnings),
+        ("May apply", &plan.notes),
+    ] {
         if notes.is_empty() {
             continue;
         }
@@ -82,7 +94,11 @@ fn md_cell(s: &str) -> String {
 /// Writes outputs and summary to the files GitHub names; returns the annotation lines for stdout.
 pub fn write(plan: &Plan, output: &Path, summary_path: Option<&Path>) -> Result<String> {
     let plan_json = serde_json::to_string(plan).unwrap_or_default();
-    let args = plan.groups.first().map(|g| g.cmake_args().join(" ")).unwrap_or_default();
+    let args = plan
+        .groups
+        .first()
+        .map(|g| g.cmake_args().join(" "))
+        .unwrap_or_default();
     let mut out = String::new();
     out.push_str(&format!("cmake-args={args}\n"));
     out.push_str(&format!("matrix={}\n", matrix(plan)));
@@ -94,10 +110,16 @@ pub fn write(plan: &Plan, output: &Path, summary_path: Option<&Path>) -> Result<
     }
     let mut annotations = String::new();
     for n in &plan.refusals {
-        annotations.push_str(&format!("::error title=gpuprobe::{}\n", escape_annotation(&n.message)));
+        annotations.push_str(&format!(
+            "::error title=gpuprobe::{}\n",
+            escape_annotation(&n.message)
+        ));
     }
     for n in &plan.warnings {
-        annotations.push_str(&format!("::warning title=gpuprobe::{}\n", escape_annotation(&n.message)));
+        annotations.push_str(&format!(
+            "::warning title=gpuprobe::{}\n",
+            escape_annotation(&n.message)
+        ));
     }
     Ok(annotations)
 }
@@ -112,10 +134,16 @@ fn heredoc(key: &str, value: &str) -> String {
 }
 
 fn escape_annotation(s: &str) -> String {
-    s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
 }
 
 fn append(path: &Path, text: &str) -> Result<()> {
-    let mut f = std::fs::OpenOptions::new().append(true).create(true).open(path).map_err(|e| Error::io(path, e))?;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
     f.write_all(text.as_bytes()).map_err(|e| Error::io(path, e))
 }

@@ -5,12 +5,16 @@ pub mod args;
 pub mod github;
 pub mod preset;
 pub mod shell;
+pub mod workflow;
 
 use crate::plan::Plan;
 
 /// Quotes a word for POSIX sh when it needs quoting.
 pub fn sh_quote(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "_-=./:,+@%".contains(c)) {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-=./:,+@%".contains(c))
+    {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', r"'\''"))
@@ -37,15 +41,35 @@ pub fn explain(plan: &Plan, knowledge: &crate::profiles::Knowledge) -> String {
     for g in &plan.groups {
         out.push_str(&format!("group {} [{}]\n", g.name, g.targets.join(", ")));
         for f in &g.flags {
-            out.push_str(&format!("  -D{}={}\n      why: {}\n", f.name, f.value, f.reason));
+            out.push_str(&format!(
+                "  -D{}={}\n      why: {}\n",
+                f.name, f.value, f.reason
+            ));
             for id in &f.quirks {
                 if let Some(q) = knowledge.quirk(id) {
-                    out.push_str(&format!("      {id} ({:?} confidence): {}\n", q.confidence, q.sources.join(" ")).to_lowercase().replacen(&id.to_lowercase(), id, 1));
+                    out.push_str(
+                        &format!(
+                            "      {id} ({:?} confidence): {}\n",
+                            q.confidence,
+                            q.sources.join(" ")
+                        )
+                        .to_lowercase()
+                        .replacen(&id.to_lowercase(), id, 1),
+                    );
                 }
             }
         }
         for e in &g.env {
-            out.push_str(&format!("  env {}={}{}\n      why: {}\n", e.name, e.value, e.when.as_ref().map(|w| format!(" (when: {w})")).unwrap_or_default(), e.reason));
+            out.push_str(&format!(
+                "  env {}={}{}\n      why: {}\n",
+                e.name,
+                e.value,
+                e.when
+                    .as_ref()
+                    .map(|w| format!(" (when: {w})"))
+                    .unwrap_or_default(),
+                e.reason
+            ));
         }
     }
     if !plan.trace.is_empty() {

@@ -45,23 +45,33 @@ pub fn render(plan: &Plan) -> String {
         o.push_str("(\n  set -e\n");
         o.push_str("  src=\"${LLAMA_CPP_DIR:-.}\"\n");
         if multi {
-            o.push_str(&format!("  out=\"${{LLAMA_BUILD_DIR:-build}}-{}\"\n", g.name));
+            o.push_str(&format!(
+                "  out=\"${{LLAMA_BUILD_DIR:-build}}-{}\"\n",
+                g.name
+            ));
         } else {
             o.push_str("  out=\"${LLAMA_BUILD_DIR:-build}\"\n");
         }
         if plan.backend == crate::report::Backend::Hip {
             o.push_str("  # llama.cpp's docs: build HIP with ROCm's clang as the HIP compiler\n");
-            o.push_str("  if [ -z \"${HIPCXX:-}\" ] && command -v hipconfig >/dev/null 2>&1; then\n");
+            o.push_str(
+                "  if [ -z \"${HIPCXX:-}\" ] && command -v hipconfig >/dev/null 2>&1; then\n",
+            );
             o.push_str("    HIPCXX=\"$(hipconfig -l)/clang\"; export HIPCXX\n  fi\n");
         }
         o.push_str("  set --\n");
         for f in &g.flags {
             o.push_str(&format!("  # {}\n", one_line(&f.reason, &f.quirks)));
-            o.push_str(&format!("  set -- \"$@\" {}\n", sh_quote(&format!("-D{}={}", f.name, f.value))));
+            o.push_str(&format!(
+                "  set -- \"$@\" {}\n",
+                sh_quote(&format!("-D{}={}", f.name, f.value))
+            ));
         }
         o.push_str("  # shellcheck disable=SC2086\n");
         o.push_str("  cmake -S \"$src\" -B \"$out\" \"$@\" ${LLAMA_CMAKE_ARGS:-}\n");
-        o.push_str("  jobs=\"${LLAMA_BUILD_JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 4)}\"\n");
+        o.push_str(
+            "  jobs=\"${LLAMA_BUILD_JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 4)}\"\n",
+        );
         o.push_str("  if [ -n \"${LLAMA_BUILD_TARGETS:-}\" ]; then\n");
         o.push_str("    # shellcheck disable=SC2086\n");
         o.push_str("    cmake --build \"$out\" --config Release -j \"$jobs\" --target $LLAMA_BUILD_TARGETS\n");
@@ -70,9 +80,20 @@ pub fn render(plan: &Plan) -> String {
         if !g.env.is_empty() {
             o.push_str(&format!("# Runtime environment for group {} (set where llama.cpp runs; not exported here):\n", g.name));
             for e in &g.env {
-                let when = e.when.as_ref().map(|w| format!(" only for {w}:")).unwrap_or_default();
-                o.push_str(&format!("#  {when} export {}={}\n", e.name, sh_quote(&e.value)));
-                o.push_str(&format!("#    because {}\n", one_line(&e.reason, &e.quirks)));
+                let when = e
+                    .when
+                    .as_ref()
+                    .map(|w| format!(" only for {w}:"))
+                    .unwrap_or_default();
+                o.push_str(&format!(
+                    "#  {when} export {}={}\n",
+                    e.name,
+                    sh_quote(&e.value)
+                ));
+                o.push_str(&format!(
+                    "#    because {}\n",
+                    one_line(&e.reason, &e.quirks)
+                ));
             }
         }
     }
@@ -81,8 +102,15 @@ pub fn render(plan: &Plan) -> String {
 
 fn notes(o: &mut String, label: &str, notes: &[Note]) {
     for n in notes {
-        let targets = if n.targets.is_empty() { String::new() } else { format!(" [{}]", n.targets.join(", ")) };
-        o.push_str(&format!("# {label}{targets}: {}\n", n.message.replace('\n', " ")));
+        let targets = if n.targets.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", n.targets.join(", "))
+        };
+        o.push_str(&format!(
+            "# {label}{targets}: {}\n",
+            n.message.replace('\n', " ")
+        ));
     }
 }
 
@@ -90,7 +118,14 @@ fn one_line(reason: &str, quirks: &[String]) -> String {
     let mut s = reason.replace('\n', " ");
     let missing: Vec<&String> = quirks.iter().filter(|q| !s.contains(q.as_str())).collect();
     if !missing.is_empty() {
-        s.push_str(&format!(" ({})", missing.iter().map(|q| q.as_str()).collect::<Vec<_>>().join(", ")));
+        s.push_str(&format!(
+            " ({})",
+            missing
+                .iter()
+                .map(|q| q.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
     }
     s
 }

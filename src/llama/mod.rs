@@ -30,7 +30,9 @@ impl LlamaTarget {
     pub fn default_of(&self, table: &OptionTable, name: &str) -> Option<String> {
         match &self.checkout {
             Some(c) => c.options.get(name).and_then(|o| o.default.clone()),
-            None => table.default(name, self.effective_build(table)).map(str::to_string),
+            None => table
+                .default(name, self.effective_build(table))
+                .map(str::to_string),
         }
     }
 
@@ -41,14 +43,23 @@ impl LlamaTarget {
 
     pub fn declared_names(&self, table: &OptionTable) -> BTreeMap<String, Option<String>> {
         match &self.checkout {
-            Some(c) => c.options.iter().map(|(k, v)| (k.clone(), v.default.clone())).collect(),
+            Some(c) => c
+                .options
+                .iter()
+                .map(|(k, v)| (k.clone(), v.default.clone()))
+                .collect(),
             None => {
                 let b = self.effective_build(table);
                 table
                     .option
                     .iter()
                     .filter(|o| o.builds.contains_number(b))
-                    .map(|o| (o.name.clone(), table.default(&o.name, b).map(str::to_string)))
+                    .map(|o| {
+                        (
+                            o.name.clone(),
+                            table.default(&o.name, b).map(str::to_string),
+                        )
+                    })
                     .collect()
             }
         }

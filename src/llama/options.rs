@@ -51,7 +51,8 @@ impl OptionTable {
 
     /// Declared in `build`? Unknown names are never declared.
     pub fn declared(&self, name: &str, build: u64) -> bool {
-        self.get(name).is_some_and(|o| o.builds.contains_number(build))
+        self.get(name)
+            .is_some_and(|o| o.builds.contains_number(build))
     }
 
     pub fn default(&self, name: &str, build: u64) -> Option<&str> {
@@ -59,6 +60,9 @@ impl OptionTable {
         if !o.builds.contains_number(build) {
             return None;
         }
-        o.defaults.iter().find(|d| d.builds.contains_number(build)).map(|d| d.value.as_str())
+        o.defaults
+            .iter()
+            .find(|d| d.builds.contains_number(build))
+            .map(|d| d.value.as_str())
     }
 }

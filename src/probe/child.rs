@@ -8,7 +8,10 @@ pub fn run(a: &ChildArgs) -> i32 {
         BackendChoice::Cuda => super::cuda::child::run(&super::cuda::child::Options {
             list: a.list,
             device: a.device,
-            peer: a.peer.as_ref().and_then(|p| Some((*p.first()?, *p.get(1)?))),
+            peer: a
+                .peer
+                .as_ref()
+                .and_then(|p| Some((*p.first()?, *p.get(1)?))),
             cycles: a.cycles,
             chunks: a.chunks,
             smoke: !a.no_smoke,

@@ -4,13 +4,34 @@ use crate::report::EnvNotice;
 
 /// (name, what it changes). `GGML_CUDA_P2P` is checked for presence: `=0` enables P2P too.
 pub const WATCHED: &[(&str, &str)] = &[
-    ("HSA_OVERRIDE_GFX_VERSION", "makes ROCm treat every AMD GPU as the given gfx version; a stale value mis-targets hardware silently (Q9)"),
-    ("HIP_VISIBLE_DEVICES", "hides AMD GPUs from HIP programs and renumbers the rest"),
-    ("ROCR_VISIBLE_DEVICES", "hides AMD GPUs from the ROCm runtime and renumbers the rest"),
-    ("CUDA_VISIBLE_DEVICES", "hides NVIDIA GPUs from CUDA programs and renumbers the rest"),
-    ("GGML_CUDA_P2P", "turns on peer access in llama.cpp whatever its value (the variable is checked for presence, so =0 also enables it)"),
-    ("GPU_DEVICE_ORDINAL", "hides GPUs from OpenCL/HIP programs and renumbers the rest"),
-    ("GGML_CUDA_ENABLE_UNIFIED_MEMORY", "makes llama.cpp allocate managed memory (right for APUs, slow on discrete GPUs)"),
+    (
+        "HSA_OVERRIDE_GFX_VERSION",
+        "makes ROCm treat every AMD GPU as the given gfx version; a stale value mis-targets hardware silently (Q9)",
+    ),
+    (
+        "HIP_VISIBLE_DEVICES",
+        "hides AMD GPUs from HIP programs and renumbers the rest",
+    ),
+    (
+        "ROCR_VISIBLE_DEVICES",
+        "hides AMD GPUs from the ROCm runtime and renumbers the rest",
+    ),
+    (
+        "CUDA_VISIBLE_DEVICES",
+        "hides NVIDIA GPUs from CUDA programs and renumbers the rest",
+    ),
+    (
+        "GGML_CUDA_P2P",
+        "turns on peer access in llama.cpp whatever its value (the variable is checked for presence, so =0 also enables it)",
+    ),
+    (
+        "GPU_DEVICE_ORDINAL",
+        "hides GPUs from OpenCL/HIP programs and renumbers the rest",
+    ),
+    (
+        "GGML_CUDA_ENABLE_UNIFIED_MEMORY",
+        "makes llama.cpp allocate managed memory (right for APUs, slow on discrete GPUs)",
+    ),
 ];
 
 pub fn notices() -> Vec<EnvNotice> {
@@ -18,7 +39,11 @@ pub fn notices() -> Vec<EnvNotice> {
         .iter()
         .filter_map(|(name, effect)| {
             let value = std::env::var(name).ok()?;
-            Some(EnvNotice { name: name.to_string(), value, effect: effect.to_string() })
+            Some(EnvNotice {
+                name: name.to_string(),
+                value,
+                effect: effect.to_string(),
+            })
         })
         .collect()
 }

@@ -13,7 +13,9 @@ pub struct Emitter {
 
 impl Emitter {
     pub fn stdout() -> Self {
-        Emitter { out: std::io::stdout() }
+        Emitter {
+            out: std::io::stdout(),
+        }
     }
 
     pub fn emit(&mut self, v: Value) {

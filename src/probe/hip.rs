@@ -54,7 +54,12 @@ pub fn probe_program(archs: &[String]) -> ProbeProgram {
     h.update(PROBE_HEADER);
     h.update(&version);
     h.update(archs.join(";"));
-    let key: String = h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let key: String = h
+        .finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect();
     let dir = cache_dir().join(format!("hip-probe-{key}"));
     let exe = dir.join("gpuprobe-probe");
     if exe.is_file() {
@@ -70,7 +75,8 @@ fn build(hipcc: &Path, dir: &Path, exe: &Path, archs: &[String]) -> Result<(), S
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let src = dir.join("gpuprobe-probe.cpp");
     std::fs::write(&src, PROBE_SOURCE).map_err(|e| format!("{}: {e}", src.display()))?;
-    std::fs::write(dir.join("compat.h"), PROBE_HEADER).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::write(dir.join("compat.h"), PROBE_HEADER)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
     eprintln!(
         "gpuprobe: building the HIP probe for {} with {} (first run only; cached in {})",
         archs.join(", "),
@@ -94,7 +100,10 @@ fn build(hipcc: &Path, dir: &Path, exe: &Path, archs: &[String]) -> Result<(), S
         }
         other => {
             let _ = std::fs::remove_file(&tmp);
-            Err(format!("hipcc failed ({other:?}): {}", out.stderr_tail.join(" | ")))
+            Err(format!(
+                "hipcc failed ({other:?}): {}",
+                out.stderr_tail.join(" | ")
+            ))
         }
     }
 }

@@ -34,7 +34,10 @@ pub fn device_from_event(e: &Value, backend: Backend, source: &str) -> Option<De
         },
         name,
         arch,
-        arch_features: e["arch_features"].as_str().filter(|s| !s.is_empty()).map(str::to_string),
+        arch_features: e["arch_features"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
         compute_capability: e["compute_capability"].as_str().map(str::to_string),
         vram_total_bytes: u("vram_total_bytes"),
         vram_free_bytes: u("vram_free_bytes"),
@@ -68,8 +71,8 @@ pub fn smoke_from(out: &Outcome, timeout: Duration, smoke_requested: bool) -> Sm
             let mut s = Smoke::with_outcome(
                 SmokeOutcome::Hang,
                 format!(
-                    "no result within {:.0} s {}: the GPU or its driver stopped answering (a page fault can leave the host waiting forever); the probe was killed",
-                    timeout.as_secs_f64(),
+                    "no result within {} s {}: the GPU or its driver stopped answering (a page fault can leave the host waiting forever); the probe was killed",
+                    trim_secs(timeout.as_secs_f64()),
                     stage_note()
                 ),
             );
@@ -79,7 +82,11 @@ pub fn smoke_from(out: &Outcome, timeout: Duration, smoke_requested: bool) -> Sm
         Exit::Signal(sig) => {
             let mut s = Smoke::with_outcome(
                 SmokeOutcome::Crash,
-                format!("the probe died with {} ({sig}) {}", signal_name(*sig), stage_note()),
+                format!(
+                    "the probe died with {} ({sig}) {}",
+                    signal_name(*sig),
+                    stage_note()
+                ),
             );
             s.signal = Some(*sig);
             s.stage = out.last_stage();
@@ -91,26 +98,42 @@ pub fn smoke_from(out: &Outcome, timeout: Duration, smoke_requested: bool) -> Sm
                 let mut s = from_event(ev);
                 if !out.complete() {
                     s.outcome = SmokeOutcome::BadOutput;
-                    s.reason = Some(format!("the probe's report ended early (exit {code}, no `done`)"));
+                    s.reason = Some(format!(
+                        "the probe's report ended early (exit {code}, no `done`)"
+                    ));
                 }
                 s
             }
             None if !smoke_requested && out.complete() => Smoke::not_run("skipped (--no-smoke)"),
             None => {
                 let what = if !out.garbage.is_empty() {
-                    format!("printed output that is not the probe protocol (e.g. {:?})", out.garbage[0])
+                    format!(
+                        "printed output that is not the probe protocol (e.g. {:?})",
+                        out.garbage[0]
+                    )
                 } else if out.complete() {
                     "finished without a smoke result".to_string()
                 } else {
-                    format!("stopped {} with exit code {code} and no complete report", stage_note())
+                    format!(
+                        "stopped {} with exit code {code} and no complete report",
+                        stage_note()
+                    )
                 };
-                let mut s = Smoke::with_outcome(SmokeOutcome::BadOutput, format!("the probe {what}"));
+                let mut s =
+                    Smoke::with_outcome(SmokeOutcome::BadOutput, format!("the probe {what}"));
                 s.stage = out.last_stage();
                 s
             }
         },
     };
-    s.stderr_tail = out.stderr_tail.iter().rev().take(8).rev().cloned().collect();
+    s.stderr_tail = out
+        .stderr_tail
+        .iter()
+        .rev()
+        .take(8)
+        .rev()
+        .cloned()
+        .collect();
     if s.outcome == SmokeOutcome::Pass {
         s.stderr_tail.clear();
     }
@@ -147,7 +170,9 @@ fn from_event(ev: &Value) -> Smoke {
             s.cycles_done.unwrap_or(0),
             s.chunks_per_cycle.unwrap_or(0),
             s.chunk_bytes.map(human_bytes).unwrap_or_else(|| "?".into()),
-            s.elapsed_ms.map(|m| format!(" in {m:.0} ms")).unwrap_or_default()
+            s.elapsed_ms
+                .map(|m| format!(" in {m:.0} ms"))
+                .unwrap_or_default()
         ),
         SmokeOutcome::NotRun => ev["reason"].as_str().unwrap_or("not run").to_string(),
         _ => fail_reason(&s),
@@ -158,6 +183,9 @@ fn from_event(ev: &Value) -> Smoke {
 fn fail_reason(s: &Smoke) -> String {
     let stage = s.stage.as_deref().unwrap_or("unknown stage");
     let mut r = match stage {
+        "reserve" if s.error.as_ref().is_some_and(|e| e.name.as_deref() == Some("SYMBOL_NOT_FOUND")) => {
+            "the driver lacks the VMM entry points (too old for llama.cpp's VMM pool)".to_string()
+        }
         "reserve" => "reserving llama.cpp's 32 GiB virtual range failed (WSL/WDDM/Jetson do this: Q15)".to_string(),
         "set_access" => "setting access on a chunk mapped at an offset failed (the HipVMM 'invalid argument' abort: Q3)".to_string(),
         "verify" if s.mismatches.unwrap_or(0) > 0 => {
@@ -189,7 +217,7 @@ fn fail_reason(s: &Smoke) -> String {
 }
 
 pub fn human_bytes(b: u64) -> String {
-    if b >= 1 << 30 && b % (1 << 30) == 0 {
+    if b >= 1 << 30 && b.is_multiple_of(1 << 30) {
         format!("{} GiB", b >> 30)
     } else if b >= 1 << 20 {
         format!("{} MiB", b >> 20)
@@ -198,4 +226,9 @@ pub fn human_bytes(b: u64) -> String {
     } else {
         format!("{b} B")
     }
+}
+
+fn trim_secs(s: f64) -> String {
+    let t = format!("{s:.2}");
+    t.trim_end_matches('0').trim_end_matches('.').to_string()
 }

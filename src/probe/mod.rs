@@ -18,7 +18,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::cli::BackendChoice;
-use crate::report::{Backend, BackendStatus, Device, Host, PeerResult, Report, Smoke, SmokeOutcome, Vendor};
+use crate::report::{
+    Backend, BackendStatus, Device, Host, PeerResult, Report, Smoke, SmokeOutcome, Vendor,
+};
 use interpret::{device_from_event, smoke_from};
 use orchestrator::{Exit, Outcome, Running};
 
@@ -31,14 +33,18 @@ pub struct ProbeOptions {
 }
 
 pub fn host() -> Host {
-    let os = if std::env::var_os("WSL_DISTRO_NAME").is_some() || std::fs::read_to_string("/proc/version").is_ok_and(|v| v.contains("microsoft")) {
+    let os = if std::env::var_os("WSL_DISTRO_NAME").is_some()
+        || std::fs::read_to_string("/proc/version").is_ok_and(|v| v.contains("microsoft"))
+    {
         "wsl"
     } else {
         std::env::consts::OS
     };
     Host {
         os: os.to_string(),
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|s| s.trim().to_string()),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .ok()
+            .map(|s| s.trim().to_string()),
     }
 }
 
@@ -67,7 +73,10 @@ fn cuda_command() -> Command {
 }
 
 fn device_args(cmd: &mut Command, index: u32, opts: &ProbeOptions) {
-    cmd.arg("--device").arg(index.to_string()).arg("--cycles").arg(opts.cycles.to_string());
+    cmd.arg("--device")
+        .arg(index.to_string())
+        .arg("--cycles")
+        .arg(opts.cycles.to_string());
     if !opts.smoke {
         cmd.arg("--no-smoke");
     }
@@ -92,19 +101,37 @@ fn run_devices(make: ChildCommand<'_>, opts: &ProbeOptions) -> BackendRun {
         Err(e) => {
             return BackendRun {
                 hello: None,
-                devices: vec![(0, Outcome { events: vec![], garbage: vec![], stderr_tail: vec![], exit: Exit::SpawnFailed(e), elapsed: Duration::ZERO })],
+                devices: vec![(
+                    0,
+                    Outcome {
+                        events: vec![],
+                        garbage: vec![],
+                        stderr_tail: vec![],
+                        exit: Exit::SpawnFailed(e),
+                        elapsed: Duration::ZERO,
+                    },
+                )],
             };
         }
     };
     let hello = first.wait_for("hello");
-    let count = hello.as_ref().and_then(|h| h["device_count"].as_u64()).unwrap_or(0) as u32;
+    let count = hello
+        .as_ref()
+        .and_then(|h| h["device_count"].as_u64())
+        .unwrap_or(0) as u32;
     // Spawned from this thread, which outlives them: the parent-death signal follows the thread.
     let others: Vec<(u32, Result<Running, String>)> = (1..count).map(|i| (i, spawn(i))).collect();
     let mut devices = vec![(0, first.finish())];
     for (i, r) in others {
         let out = match r {
             Ok(r) => r.finish(),
-            Err(e) => Outcome { events: vec![], garbage: vec![], stderr_tail: vec![], exit: Exit::SpawnFailed(e), elapsed: Duration::ZERO },
+            Err(e) => Outcome {
+                events: vec![],
+                garbage: vec![],
+                stderr_tail: vec![],
+                exit: Exit::SpawnFailed(e),
+                elapsed: Duration::ZERO,
+            },
         };
         devices.push((i, out));
     }
@@ -118,14 +145,25 @@ fn hello_error(hello: &Value) -> Option<crate::report::ApiError> {
 fn probe_cuda(opts: &ProbeOptions, report: &mut Report) {
     let proc_gpus = sysfs::nvidia_proc_gpus(&sysfs::root());
     let run = run_devices(&cuda_command, opts);
-    let mut status = BackendStatus { backend: Backend::Cuda, status: "ok".into(), detail: None, driver_version: None, runtime_version: None, hint: None };
+    let mut status = BackendStatus {
+        backend: Backend::Cuda,
+        status: "ok".into(),
+        detail: None,
+        driver_version: None,
+        runtime_version: None,
+        hint: None,
+    };
     let Some(hello) = run.hello.clone() else {
         // Died or hung before it could even say hello: record what /proc knows, with the verdict.
         let (_, out) = &run.devices[0];
         let smoke = smoke_from(out, opts.timeout, opts.smoke);
         status.status = "error".into();
-        status.detail = Some(format!("the CUDA probe did not start properly: {}", smoke.reason.clone().unwrap_or_default()));
-        status.hint = Some("check `nvidia-smi` and the kernel log (dmesg) for driver errors".into());
+        status.detail = Some(format!(
+            "the CUDA probe did not start properly: {}",
+            smoke.reason.clone().unwrap_or_default()
+        ));
+        status.hint =
+            Some("check `nvidia-smi` and the kernel log (dmesg) for driver errors".into());
         for (i, g) in proc_gpus.iter().enumerate() {
             report.devices.push(proc_device(i as u32, g, smoke.clone()));
         }
@@ -136,17 +174,33 @@ fn probe_cuda(opts: &ProbeOptions, report: &mut Report) {
     status.runtime_version = hello["runtime_version"].as_str().map(str::to_string);
     if let Some(err) = hello_error(&hello) {
         let (st, hint) = match (err.name.as_deref(), err.code) {
-            (Some("LIBRARY_NOT_FOUND"), _) => ("no-driver", "install the NVIDIA driver (it provides libcuda.so.1); no CUDA toolkit is needed to probe"),
-            (_, 100) => ("no-device", "no NVIDIA GPU is visible (check CUDA_VISIBLE_DEVICES and `nvidia-smi`)"),
-            (_, 34) => ("no-driver", "only a stub libcuda.so.1 was found (a toolkit stub, not the driver): install the NVIDIA driver"),
-            (_, 35) => ("error", "the NVIDIA driver is older than it needs to be: update it"),
+            (Some("LIBRARY_NOT_FOUND"), _) => (
+                "no-driver",
+                "install the NVIDIA driver (it provides libcuda.so.1); no CUDA toolkit is needed to probe",
+            ),
+            (_, 100) => (
+                "no-device",
+                "no NVIDIA GPU is visible (check CUDA_VISIBLE_DEVICES and `nvidia-smi`)",
+            ),
+            (_, 34) => (
+                "no-driver",
+                "only a stub libcuda.so.1 was found (a toolkit stub, not the driver): install the NVIDIA driver",
+            ),
+            (_, 35) => (
+                "error",
+                "the NVIDIA driver is older than it needs to be: update it",
+            ),
             _ => ("error", "check `nvidia-smi` and the kernel log (dmesg)"),
         };
         status.status = st.into();
         status.detail = Some(err.to_string());
         status.hint = Some(hint.into());
         for (i, g) in proc_gpus.iter().enumerate() {
-            report.devices.push(proc_device(i as u32, g, Smoke::not_run(format!("the driver could not be used: {err}"))));
+            report.devices.push(proc_device(
+                i as u32,
+                g,
+                Smoke::not_run(format!("the driver could not be used: {err}")),
+            ));
         }
         report.backends.push(status);
         return;
@@ -154,7 +208,8 @@ fn probe_cuda(opts: &ProbeOptions, report: &mut Report) {
     let count = hello["device_count"].as_u64().unwrap_or(0);
     if count == 0 {
         status.status = "no-device".into();
-        status.hint = Some("no NVIDIA GPU is visible (check CUDA_VISIBLE_DEVICES and `nvidia-smi`)".into());
+        status.hint =
+            Some("no NVIDIA GPU is visible (check CUDA_VISIBLE_DEVICES and `nvidia-smi`)".into());
     }
     for (i, out) in &run.devices {
         let smoke = smoke_from(out, opts.timeout, opts.smoke);
@@ -172,7 +227,9 @@ fn probe_cuda(opts: &ProbeOptions, report: &mut Report) {
     }
     report.backends.push(status);
     if count >= 2 && opts.smoke {
-        report.peers.extend(run_peers(&cuda_command, count as u32, opts));
+        report
+            .peers
+            .extend(run_peers(&cuda_command, count as u32, opts));
     }
 }
 
@@ -190,7 +247,13 @@ fn run_peers(make: ChildCommand<'_>, count: u32, opts: &ProbeOptions) -> Vec<Pee
         .map(|(a, b, r)| {
             let out = match r {
                 Ok(r) => r.finish(),
-                Err(e) => Outcome { events: vec![], garbage: vec![], stderr_tail: vec![], exit: Exit::SpawnFailed(e), elapsed: Duration::ZERO },
+                Err(e) => Outcome {
+                    events: vec![],
+                    garbage: vec![],
+                    stderr_tail: vec![],
+                    exit: Exit::SpawnFailed(e),
+                    elapsed: Duration::ZERO,
+                },
             };
             let smoke = smoke_from(&out, opts.timeout, true);
             match out.event("peer") {
@@ -202,13 +265,30 @@ fn run_peers(make: ChildCommand<'_>, count: u32, opts: &ProbeOptions) -> Vec<Pee
                         can_access: p["can_access"].as_bool(),
                         copy_ok,
                         mismatches: p["mismatches"].as_u64(),
-                        outcome: if copy_ok == Some(true) { SmokeOutcome::Pass } else { SmokeOutcome::Fail },
-                        reason: interpret::api_error(&p["error"]).map(|e| e.to_string()).or_else(|| {
-                            p["mismatches"].as_u64().filter(|m| *m > 0).map(|m| format!("{m} words differ after the peer copy"))
-                        }),
+                        outcome: if copy_ok == Some(true) {
+                            SmokeOutcome::Pass
+                        } else {
+                            SmokeOutcome::Fail
+                        },
+                        reason: interpret::api_error(&p["error"])
+                            .map(|e| e.to_string())
+                            .or_else(|| {
+                                p["mismatches"]
+                                    .as_u64()
+                                    .filter(|m| *m > 0)
+                                    .map(|m| format!("{m} words differ after the peer copy"))
+                            }),
                     }
                 }
-                _ => PeerResult { from: a, to: b, can_access: None, copy_ok: None, mismatches: None, outcome: smoke.outcome, reason: smoke.reason },
+                _ => PeerResult {
+                    from: a,
+                    to: b,
+                    can_access: None,
+                    copy_ok: None,
+                    mismatches: None,
+                    outcome: smoke.outcome,
+                    reason: smoke.reason,
+                },
             }
         })
         .collect()
@@ -250,7 +330,10 @@ fn unknown_device(index: u32, backend: Backend) -> Device {
 fn kfd_device(index: u32, g: &sysfs::KfdGpu, targets_apu: Option<bool>, smoke: Smoke) -> Device {
     let mut d = unknown_device(index, Backend::Hip);
     d.vendor = Vendor::Amd;
-    d.name = g.product_name.clone().unwrap_or_else(|| format!("AMD {}", g.arch));
+    d.name = g
+        .product_name
+        .clone()
+        .unwrap_or_else(|| format!("AMD {}", g.arch));
     d.arch = g.arch.clone();
     d.vram_total_bytes = g.vram_total_bytes;
     d.vram_free_bytes = match (g.vram_total_bytes, g.vram_used_bytes) {
@@ -268,12 +351,27 @@ fn kfd_device(index: u32, g: &sysfs::KfdGpu, targets_apu: Option<bool>, smoke: S
 fn probe_hip(opts: &ProbeOptions, report: &mut Report) {
     let gpus = sysfs::kfd_gpus(&sysfs::root());
     let knowledge = crate::profiles::Knowledge::bundled().ok();
-    let apu_of = |arch: &str| knowledge.as_ref().and_then(|k| k.targets.get(arch)).map(|t| t.apu);
-    let mut status = BackendStatus { backend: Backend::Hip, status: "ok".into(), detail: None, driver_version: None, runtime_version: None, hint: None };
+    let apu_of = |arch: &str| {
+        knowledge
+            .as_ref()
+            .and_then(|k| k.targets.get(arch))
+            .map(|t| t.apu)
+    };
+    let mut status = BackendStatus {
+        backend: Backend::Hip,
+        status: "ok".into(),
+        detail: None,
+        driver_version: None,
+        runtime_version: None,
+        hint: None,
+    };
     let forced = std::env::var_os(hip::PROBE_ENV).is_some();
     if gpus.is_empty() && !forced {
         status.status = "no-device".into();
-        status.detail = Some(format!("no AMD GPU in the KFD topology ({}sys/class/kfd)", sysfs::root().display()));
+        status.detail = Some(format!(
+            "no AMD GPU in the KFD topology ({}sys/class/kfd)",
+            sysfs::root().display()
+        ));
         if opts.backend == BackendChoice::Hip {
             status.hint = Some("load the amdgpu kernel driver (the ROCm kernel module) and check /dev/kfd permissions (render/video groups)".into());
         }
@@ -289,7 +387,12 @@ fn probe_hip(opts: &ProbeOptions, report: &mut Report) {
             status.detail = Some(why.clone());
             status.hint = Some("the devices below come from sysfs; install the HIP SDK to measure VMM and run the smoke test".into());
             for (i, g) in gpus.iter().enumerate() {
-                report.devices.push(kfd_device(i as u32, g, apu_of(&g.arch), Smoke::not_run(format!("smoke test not run: {why}"))));
+                report.devices.push(kfd_device(
+                    i as u32,
+                    g,
+                    apu_of(&g.arch),
+                    Smoke::not_run(format!("smoke test not run: {why}")),
+                ));
             }
             report.backends.push(status);
             return;
@@ -308,19 +411,26 @@ fn probe_hip(opts: &ProbeOptions, report: &mut Report) {
         };
         status.status = "error".into();
         status.detail = smoke.reason.clone();
-        status.hint = Some("check /dev/kfd access (render and video groups), `rocminfo`, and dmesg".into());
+        status.hint =
+            Some("check /dev/kfd access (render and video groups), `rocminfo`, and dmesg".into());
         for (i, g) in gpus.iter().enumerate() {
-            report.devices.push(kfd_device(i as u32, g, apu_of(&g.arch), smoke.clone()));
+            report
+                .devices
+                .push(kfd_device(i as u32, g, apu_of(&g.arch), smoke.clone()));
         }
         report.backends.push(status);
         return;
     }
     for (i, out) in &run.devices {
         let smoke = smoke_from(out, opts.timeout, opts.smoke);
-        let from_probe = out.events_of("device").find_map(|e| device_from_event(e, Backend::Hip, "probe-program"));
+        let from_probe = out
+            .events_of("device")
+            .find_map(|e| device_from_event(e, Backend::Hip, "probe-program"));
         let mut d = match (from_probe, gpus.get(*i as usize)) {
             (Some(mut d), Some(g)) => {
-                d.integrated = d.integrated.or(Some(g.cpu_cores > 0 || apu_of(&g.arch) == Some(true)));
+                d.integrated = d
+                    .integrated
+                    .or(Some(g.cpu_cores > 0 || apu_of(&g.arch) == Some(true)));
                 d
             }
             (Some(d), None) => d,

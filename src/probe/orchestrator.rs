@@ -53,7 +53,11 @@ impl Outcome {
             .and_then(|e| e["stage"].as_str().map(str::to_string))
     }
     pub fn last_cycle(&self) -> Option<u64> {
-        self.events.iter().rev().find(|e| e["event"] == "cycle").and_then(|e| e["cycle"].as_u64())
+        self.events
+            .iter()
+            .rev()
+            .find(|e| e["event"] == "cycle")
+            .and_then(|e| e["cycle"].as_u64())
     }
 }
 
@@ -76,7 +80,9 @@ pub struct Running {
 
 /// Starts `cmd` in a new process group, with the parent-death signal set so that it dies with us.
 pub fn spawn(mut cmd: Command, timeout: Duration) -> Result<Running, String> {
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     cmd.process_group(0);
     // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
     unsafe {
@@ -91,7 +97,9 @@ pub fn spawn(mut cmd: Command, timeout: Duration) -> Result<Running, String> {
         });
     }
     let program = format!("{:?}", cmd.get_program());
-    let mut child = cmd.spawn().map_err(|e| format!("cannot start {program}: {e}"))?;
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {program}: {e}"))?;
     let stdout = child.stdout.take().ok_or("child has no stdout")?;
     let stderr = child.stderr.take().ok_or("child has no stderr")?;
     let (tx, rx) = mpsc::channel();
@@ -125,7 +133,16 @@ pub fn spawn(mut cmd: Command, timeout: Duration) -> Result<Running, String> {
         tail
     });
     let started = Instant::now();
-    Ok(Running { child, rx, stderr: Some(stderr), started, deadline: started + timeout, events: Vec::new(), garbage: Vec::new(), eof: false })
+    Ok(Running {
+        child,
+        rx,
+        stderr: Some(stderr),
+        started,
+        deadline: started + timeout,
+        events: Vec::new(),
+        garbage: Vec::new(),
+        eof: false,
+    })
 }
 
 impl Running {
@@ -189,7 +206,11 @@ impl Running {
         while let Ok(m) = self.rx.try_recv() {
             self.take(m);
         }
-        let stderr_tail = self.stderr.take().and_then(|h| h.join().ok()).unwrap_or_default();
+        let stderr_tail = self
+            .stderr
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default();
         Outcome {
             events: std::mem::take(&mut self.events),
             garbage: std::mem::take(&mut self.garbage),

@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 pub const ROOT_ENV: &str = "GPUPROBE_SYSFS_ROOT";
 
 pub fn root() -> PathBuf {
-    std::env::var_os(ROOT_ENV).filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"))
+    std::env::var_os(ROOT_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"))
 }
 
 /// One AMD GPU node of the KFD topology, in HIP device order (CPU nodes skipped).
@@ -52,23 +55,45 @@ pub fn gfx_name(v: u64) -> Option<String> {
 
 pub fn kfd_gpus(root: &Path) -> Vec<KfdGpu> {
     let nodes_dir = root.join("sys/class/kfd/kfd/topology/nodes");
-    let Ok(entries) = std::fs::read_dir(&nodes_dir) else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir(&nodes_dir) else {
+        return Vec::new();
+    };
     let mut nodes: Vec<(u32, PathBuf)> = entries
         .flatten()
-        .filter_map(|e| Some((e.file_name().to_string_lossy().parse::<u32>().ok()?, e.path())))
+        .filter_map(|e| {
+            Some((
+                e.file_name().to_string_lossy().parse::<u32>().ok()?,
+                e.path(),
+            ))
+        })
         .collect();
     nodes.sort();
     let mut out = Vec::new();
     for (node, dir) in nodes {
-        let Ok(text) = std::fs::read_to_string(dir.join("properties")) else { continue };
+        let Ok(text) = std::fs::read_to_string(dir.join("properties")) else {
+            continue;
+        };
         let p = parse_properties(&text);
         let gtv = p.get("gfx_target_version").copied().unwrap_or(0);
         let simd = p.get("simd_count").copied().unwrap_or(0);
         // CPU nodes have no gfx target; ROCm and ollama skip them the same way.
-        let Some(arch) = gfx_name(gtv).filter(|_| simd > 0) else { continue };
+        let Some(arch) = gfx_name(gtv).filter(|_| simd > 0) else {
+            continue;
+        };
         let pci = match (p.get("domain"), p.get("location_id")) {
-            (Some(d), Some(l)) => Some(format!("{:04x}:{:02x}:{:02x}.{:x}", d, l >> 8, (l >> 3) & 0x1f, l & 7)),
-            (None, Some(l)) => Some(format!("0000:{:02x}:{:02x}.{:x}", l >> 8, (l >> 3) & 0x1f, l & 7)),
+            (Some(d), Some(l)) => Some(format!(
+                "{:04x}:{:02x}:{:02x}.{:x}",
+                d,
+                l >> 8,
+                (l >> 3) & 0x1f,
+                l & 7
+            )),
+            (None, Some(l)) => Some(format!(
+                "0000:{:02x}:{:02x}.{:x}",
+                l >> 8,
+                (l >> 3) & 0x1f,
+                l & 7
+            )),
             _ => None,
         };
         let mut gpu = KfdGpu {
@@ -86,10 +111,17 @@ pub fn kfd_gpus(root: &Path) -> Vec<KfdGpu> {
         };
         if let Some(minor) = p.get("drm_render_minor") {
             let dev = root.join(format!("sys/class/drm/renderD{minor}/device"));
-            let read_u64 = |f: &str| std::fs::read_to_string(dev.join(f)).ok().and_then(|s| s.trim().parse::<u64>().ok());
+            let read_u64 = |f: &str| {
+                std::fs::read_to_string(dev.join(f))
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u64>().ok())
+            };
             gpu.vram_total_bytes = read_u64("mem_info_vram_total");
             gpu.vram_used_bytes = read_u64("mem_info_vram_used");
-            gpu.product_name = std::fs::read_to_string(dev.join("product_name")).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+            gpu.product_name = std::fs::read_to_string(dev.join("product_name"))
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty());
         }
         out.push(gpu);
     }
@@ -105,15 +137,23 @@ pub struct NvidiaProcGpu {
 
 pub fn nvidia_proc_gpus(root: &Path) -> Vec<NvidiaProcGpu> {
     let dir = root.join("proc/driver/nvidia/gpus");
-    let Ok(entries) = std::fs::read_dir(&dir) else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
     let mut out: Vec<NvidiaProcGpu> = entries
         .flatten()
         .filter_map(|e| {
             let text = std::fs::read_to_string(e.path().join("information")).ok()?;
-            let field = |k: &str| text.lines().find_map(|l| l.strip_prefix(k)).map(|v| v.trim_start_matches(':').trim().to_string());
+            let field = |k: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(k))
+                    .map(|v| v.trim_start_matches(':').trim().to_string())
+            };
             Some(NvidiaProcGpu {
                 model: field("Model").unwrap_or_else(|| "NVIDIA GPU".into()),
-                pci_bus_id: field("Bus Location").unwrap_or_else(|| e.file_name().to_string_lossy().to_string()).to_ascii_lowercase(),
+                pci_bus_id: field("Bus Location")
+                    .unwrap_or_else(|| e.file_name().to_string_lossy().to_string())
+                    .to_ascii_lowercase(),
             })
         })
         .collect();

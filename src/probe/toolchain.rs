@@ -23,7 +23,10 @@ pub fn find_rocm_tool(name: &str) -> Option<PathBuf> {
 }
 
 pub fn find_nvcc() -> Option<PathBuf> {
-    if let Some(home) = std::env::var_os("CUDA_HOME").or_else(|| std::env::var_os("CUDA_PATH")).filter(|v| !v.is_empty()) {
+    if let Some(home) = std::env::var_os("CUDA_HOME")
+        .or_else(|| std::env::var_os("CUDA_PATH"))
+        .filter(|v| !v.is_empty())
+    {
         let p = Path::new(&home).join("bin/nvcc");
         if p.is_file() {
             return Some(p);
@@ -66,16 +69,28 @@ pub fn cuda_version(nvcc: Option<&Path>) -> Option<(Version, String)> {
 /// (HIP and ROCm share major.minor).
 pub fn rocm_version(hipconfig: Option<&Path>) -> Option<(Version, String)> {
     if hipconfig.is_none() {
-        for base in [std::env::var_os("ROCM_PATH").map(PathBuf::from), Some(PathBuf::from("/opt/rocm"))].into_iter().flatten() {
+        for base in [
+            std::env::var_os("ROCM_PATH").map(PathBuf::from),
+            Some(PathBuf::from("/opt/rocm")),
+        ]
+        .into_iter()
+        .flatten()
+        {
             let info = base.join(".info/version");
             if let Ok(t) = std::fs::read_to_string(&info)
-                && let Some(v) = t.trim().split(['-', ' ']).next().and_then(|v| v.parse().ok())
+                && let Some(v) = t
+                    .trim()
+                    .split(['-', ' '])
+                    .next()
+                    .and_then(|v| v.parse().ok())
             {
                 return Some((v, info.display().to_string()));
             }
         }
     }
-    let path = hipconfig.map(Path::to_path_buf).or_else(|| find_rocm_tool("hipconfig"))?;
+    let path = hipconfig
+        .map(Path::to_path_buf)
+        .or_else(|| find_rocm_tool("hipconfig"))?;
     let v = parse_hip_version(&output(&path, &["--version"])?)?;
     Some((v, format!("{} --version", path.display())))
 }
@@ -88,8 +103,18 @@ mod tests {
     fn parses_tool_versions() {
         let nvcc = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0";
         assert_eq!(parse_nvcc_version(nvcc).unwrap().to_string(), "13.0");
-        assert_eq!(parse_hip_version("6.2.41133-dd7f95766").unwrap().to_string(), "6.2.41133");
-        assert_eq!(parse_hip_version("Traceback...\n5.2.21153-0\n").unwrap().to_string(), "5.2.21153");
+        assert_eq!(
+            parse_hip_version("6.2.41133-dd7f95766")
+                .unwrap()
+                .to_string(),
+            "6.2.41133"
+        );
+        assert_eq!(
+            parse_hip_version("Traceback...\n5.2.21153-0\n")
+                .unwrap()
+                .to_string(),
+            "5.2.21153"
+        );
         assert!(parse_hip_version("garbage").is_none());
     }
 }

@@ -74,11 +74,22 @@ impl Match {
             why.push(format!("{name}: {mark} ({detail})"));
         };
         if let Some(v) = self.vendor {
-            check("vendor", Tri::of(v == ctx.vendor), format!("{:?} vs {:?}", v, ctx.vendor).to_lowercase());
+            check(
+                "vendor",
+                Tri::of(v == ctx.vendor),
+                format!("{:?} vs {:?}", v, ctx.vendor).to_lowercase(),
+            );
         }
         if !self.archs.is_empty() {
-            let hit = self.archs.iter().any(|a| arch_matches(ctx.targets, a, ctx.arch));
-            check("arch", Tri::of(hit), format!("{} in [{}]", ctx.arch, self.archs.join(", ")));
+            let hit = self
+                .archs
+                .iter()
+                .any(|a| arch_matches(ctx.targets, a, ctx.arch));
+            check(
+                "arch",
+                Tri::of(hit),
+                format!("{} in [{}]", ctx.arch, self.archs.join(", ")),
+            );
         }
         if !self.os.is_empty() {
             let t = match ctx.os {
@@ -86,20 +97,40 @@ impl Match {
                 None => Tri::Unknown,
             };
             let list: Vec<&str> = self.os.iter().map(|o| o.as_str()).collect();
-            check("os", t, format!("{} in [{}]", ctx.os.map_or("unknown", |o| o.as_str()), list.join(", ")));
+            check(
+                "os",
+                t,
+                format!(
+                    "{} in [{}]",
+                    ctx.os.map_or("unknown", |o| o.as_str()),
+                    list.join(", ")
+                ),
+            );
         }
         if let Some(r) = &self.runtime {
-            check("runtime", range(r, ctx.runtime), describe(r, ctx.runtime.map(|v| v.to_string())));
+            check(
+                "runtime",
+                range(r, ctx.runtime),
+                describe(r, ctx.runtime.map(|v| v.to_string())),
+            );
         }
         if let Some(r) = &self.driver {
-            check("driver", range(r, ctx.driver), describe(r, ctx.driver.map(|v| v.to_string())));
+            check(
+                "driver",
+                range(r, ctx.driver),
+                describe(r, ctx.driver.map(|v| v.to_string())),
+            );
         }
         if let Some(r) = &self.llama_builds {
             let t = match ctx.llama_build {
                 Some(b) => Tri::of(r.contains_number(b)),
                 None => Tri::Unknown,
             };
-            check("llama.cpp build", t, describe(r, ctx.llama_build.map(|b| b.to_string())));
+            check(
+                "llama.cpp build",
+                t,
+                describe(r, ctx.llama_build.map(|b| b.to_string())),
+            );
         }
         let flags = [
             ("apu", self.apu, ctx.apu),
@@ -117,16 +148,26 @@ impl Match {
             }
         }
         if !self.smoke.is_empty() {
-            let t = ctx.smoke.map_or(Tri::Unknown, |s| Tri::of(self.smoke.iter().any(|w| w == s)));
+            let t = ctx
+                .smoke
+                .map_or(Tri::Unknown, |s| Tri::of(self.smoke.iter().any(|w| w == s)));
             check(
                 "smoke",
                 t,
-                format!("{} in [{}]", ctx.smoke.unwrap_or("not measured"), self.smoke.join(", ")),
+                format!(
+                    "{} in [{}]",
+                    ctx.smoke.unwrap_or("not measured"),
+                    self.smoke.join(", ")
+                ),
             );
         }
         if !self.env_set.is_empty() {
             let hit = self.env_set.iter().any(|v| ctx.env_set.contains(v));
-            check("env", Tri::of(hit), format!("any of [{}] set", self.env_set.join(", ")));
+            check(
+                "env",
+                Tri::of(hit),
+                format!("any of [{}] set", self.env_set.join(", ")),
+            );
         }
         (verdict, why)
     }

@@ -172,7 +172,10 @@ impl QuirkFile {
                 fix: fix.to_string(),
             };
             if !seen.insert(q.id.clone()) {
-                return Err(at(format!("quirk id `{}` appears twice", q.id), "give each record its own id"));
+                return Err(at(
+                    format!("quirk id `{}` appears twice", q.id),
+                    "give each record its own id",
+                ));
             }
             if q.sources.is_empty() {
                 return Err(at(
@@ -182,25 +185,36 @@ impl QuirkFile {
             }
             if let Some(bad) = q.sources.iter().find(|s| !s.starts_with("https://")) {
                 return Err(at(
-                    format!("quirk `{}`: field `sources`: `{bad}` is not an https URL", q.id),
+                    format!(
+                        "quirk `{}`: field `sources`: `{bad}` is not an https URL",
+                        q.id
+                    ),
                     "write each source as a full https:// URL",
                 ));
             }
             for name in q.effect.set.keys().chain(q.effect.env.keys()) {
                 if name == "GGML_USE_VMM" {
                     return Err(at(
-                        format!("quirk `{}`: `GGML_USE_VMM` is not a CMake option or env var", q.id),
+                        format!(
+                            "quirk `{}`: `GGML_USE_VMM` is not a CMake option or env var",
+                            q.id
+                        ),
                         "use GGML_HIP_NO_VMM / GGML_CUDA_NO_VMM (field `effect.vmm`)",
                     ));
                 }
             }
             if q.effect.env.get("GGML_CUDA_P2P").is_some_and(|v| v == "0") {
                 return Err(at(
-                    format!("quirk `{}`: GGML_CUDA_P2P=0 enables P2P (the variable is checked for presence)", q.id),
+                    format!(
+                        "quirk `{}`: GGML_CUDA_P2P=0 enables P2P (the variable is checked for presence)",
+                        q.id
+                    ),
                     "leave GGML_CUDA_P2P unset, or use GGML_CUDA_NO_PEER_COPY=ON",
                 ));
             }
-            if q.contested && (q.effect.vmm.is_some() || !q.effect.set.is_empty() || q.effect.refuse.is_some()) {
+            if q.contested
+                && (q.effect.vmm.is_some() || !q.effect.set.is_empty() || q.effect.refuse.is_some())
+            {
                 return Err(at(
                     format!("quirk `{}` is marked contested but has an effect", q.id),
                     "contested records are for explanation only: remove `effect`, or `contested`",

@@ -32,7 +32,12 @@ pub fn run(opts: &Options) -> i32 {
     let drv = match Driver::load() {
         Ok(d) => d,
         Err(e) => {
-            let err = ApiError { api: "dlopen(libcuda.so.1)".into(), code: -1, name: Some("LIBRARY_NOT_FOUND".into()), message: Some(e) };
+            let err = ApiError {
+                api: "dlopen(libcuda.so.1)".into(),
+                code: -1,
+                name: Some("LIBRARY_NOT_FOUND".into()),
+                message: Some(e),
+            };
             out.emit(json!({"event":"hello","protocol":1,"probe":"gpuprobe-cuda","backend":"cuda","runtime_version":null,"driver_version":null,"device_count":0,"error":api_error_json(&err)}));
             out.emit(json!({"event":"done"}));
             return 0;
@@ -41,7 +46,9 @@ pub fn run(opts: &Options) -> i32 {
     let driver_version = kernel_module_version();
     let init = cu!(&drv, cuInit(0));
     let mut api = 0i32;
-    let api_version = cu!(&drv, cuDriverGetVersion(&mut api)).ok().map(|_| format!("{}.{}", api / 1000, (api % 1000) / 10));
+    let api_version = cu!(&drv, cuDriverGetVersion(&mut api))
+        .ok()
+        .map(|_| format!("{}.{}", api / 1000, (api % 1000) / 10));
     let mut count = 0i32;
     let counted = init.and_then(|_| cu!(&drv, cuDeviceGetCount(&mut count)));
     let error = counted.as_ref().err().map(api_error_json);
@@ -66,15 +73,21 @@ pub fn run(opts: &Options) -> i32 {
         // One primary-context reference for the whole run: releasing the last one destroys the
         // context, and creating it again would cost as much as the smoke test itself.
         let mut dev: sys::CUdevice = 0;
-        let _hold = cu!(&drv, cuDeviceGet(&mut dev, i as i32)).ok().and_then(|_| Context::retain(&drv, dev).ok());
+        let _hold = cu!(&drv, cuDeviceGet(&mut dev, i as i32))
+            .ok()
+            .and_then(|_| Context::retain(&drv, dev).ok());
         let facts = device_facts(&drv, i as i32, true);
         let gran = facts["granularity_recommended"].as_u64();
         let vmm = facts["vmm_supported"].as_bool();
         out.emit(facts);
         if opts.smoke {
             let smoke = match (vmm, gran) {
-                (Some(true), Some(g)) if g > 0 => smoke(&drv, &mut out, i as i32, g, opts.cycles, opts.chunks),
-                (Some(false), _) => not_applicable("the device reports no VMM support: llama.cpp uses the legacy pool on it"),
+                (Some(true), Some(g)) if g > 0 => {
+                    smoke(&drv, &mut out, i as i32, g, opts.cycles, opts.chunks)
+                }
+                (Some(false), _) => not_applicable(
+                    "the device reports no VMM support: llama.cpp uses the legacy pool on it",
+                ),
                 _ => not_applicable("VMM attribute or granularity could not be read"),
             };
             out.emit(smoke);
@@ -93,24 +106,36 @@ fn not_applicable(reason: &str) -> Value {
 /// The NVIDIA kernel module version (`580.95.05`), which quirks key on; no driver load needed.
 /// Read under the injectable root (`GPUPROBE_SYSFS_ROOT`), like `/proc/driver/nvidia/gpus`.
 fn kernel_module_version() -> Option<String> {
-    let text = std::fs::read_to_string(crate::probe::sysfs::root().join("proc/driver/nvidia/version")).ok()?;
+    let text =
+        std::fs::read_to_string(crate::probe::sysfs::root().join("proc/driver/nvidia/version"))
+            .ok()?;
     let line = text.lines().next()?;
     let idx = line.find("Kernel Module")?;
     // `... x86_64 Kernel Module  580.82.07  ...` or, open flavour, `... Open Kernel Module for x86_64  580.95.05  ...`.
-    line[idx + "Kernel Module".len()..].split_whitespace().find(|w| w.starts_with(|c: char| c.is_ascii_digit())).map(str::to_string)
+    line[idx + "Kernel Module".len()..]
+        .split_whitespace()
+        .find(|w| w.starts_with(|c: char| c.is_ascii_digit()))
+        .map(str::to_string)
 }
 
 fn attr(drv: &Driver, dev: sys::CUdevice, a: sys::CUdevice_attribute) -> Option<i32> {
     let mut v = 0i32;
-    cu!(drv, cuDeviceGetAttribute(&mut v, a, dev)).ok().map(|_| v)
+    cu!(drv, cuDeviceGetAttribute(&mut v, a, dev))
+        .ok()
+        .map(|_| v)
 }
 
 fn alloc_prop(dev: sys::CUdevice) -> sys::CUmemAllocationProp {
-    let mut prop = sys::CUmemAllocationProp::default();
-    prop.type_ = sys::CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type_ = sys::CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.__bindgen_anon_1.id = dev;
-    prop
+    let mut location = sys::CUmemLocation {
+        type_: sys::CU_MEM_LOCATION_TYPE_DEVICE,
+        ..Default::default()
+    };
+    location.__bindgen_anon_1.id = dev;
+    sys::CUmemAllocationProp {
+        type_: sys::CU_MEM_ALLOCATION_TYPE_PINNED,
+        location,
+        ..Default::default()
+    }
 }
 
 fn device_facts(drv: &Driver, ordinal: i32, with_context: bool) -> Value {
@@ -119,10 +144,13 @@ fn device_facts(drv: &Driver, ordinal: i32, with_context: bool) -> Value {
         return json!({"event":"device","index":ordinal,"error":api_error_json(&e)});
     }
     let mut name = [0u8; 256];
-    let name = cu!(drv, cuDeviceGetName(name.as_mut_ptr().cast(), name.len() as i32, dev))
-        .ok()
-        .map(|_| c_string(&name))
-        .unwrap_or_else(|| "unknown NVIDIA GPU".into());
+    let name = cu!(
+        drv,
+        cuDeviceGetName(name.as_mut_ptr().cast(), name.len() as i32, dev)
+    )
+    .ok()
+    .map(|_| c_string(&name))
+    .unwrap_or_else(|| "unknown NVIDIA GPU".into());
     let major = attr(drv, dev, sys::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
     let minor = attr(drv, dev, sys::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
     let (arch, cc) = match (major, minor) {
@@ -130,26 +158,45 @@ fn device_facts(drv: &Driver, ordinal: i32, with_context: bool) -> Value {
         _ => ("unknown".to_string(), None),
     };
     let mut total: usize = 0;
-    let total = cu!(drv, cuDeviceTotalMem_v2(&mut total, dev)).ok().map(|_| total as u64);
+    let total = cu!(drv, cuDeviceTotalMem_v2(&mut total, dev))
+        .ok()
+        .map(|_| total as u64);
     let mut bus = [0u8; 64];
-    let pci = cu!(drv, cuDeviceGetPCIBusId(bus.as_mut_ptr().cast(), bus.len() as i32, dev)).ok().map(|_| normalise_bus_id(&c_string(&bus)));
+    let pci = cu!(
+        drv,
+        cuDeviceGetPCIBusId(bus.as_mut_ptr().cast(), bus.len() as i32, dev)
+    )
+    .ok()
+    .map(|_| normalise_bus_id(&c_string(&bus)));
     let integrated = attr(drv, dev, sys::CU_DEVICE_ATTRIBUTE_INTEGRATED).map(|v| v != 0);
     let warp = attr(drv, dev, sys::CU_DEVICE_ATTRIBUTE_WARP_SIZE);
-    let vmm = attr(drv, dev, sys::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED).map(|v| v != 0);
+    let vmm = attr(
+        drv,
+        dev,
+        sys::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+    )
+    .map(|v| v != 0);
     let prop = alloc_prop(dev);
     let gran = |flag| {
         let mut g: usize = 0;
-        cu!(drv, cuMemGetAllocationGranularity(&mut g, &prop, flag)).ok().map(|_| g as u64)
+        cu!(drv, cuMemGetAllocationGranularity(&mut g, &prop, flag))
+            .ok()
+            .map(|_| g as u64)
     };
     let (gmin, grec) = if vmm == Some(true) {
-        (gran(sys::CU_MEM_ALLOC_GRANULARITY_MINIMUM), gran(sys::CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+        (
+            gran(sys::CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+            gran(sys::CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+        )
     } else {
         (None, None)
     };
     let mut free_bytes = None;
     if with_context && let Some(ctx) = Context::retain(drv, dev).ok() {
         let (mut f, mut t) = (0usize, 0usize);
-        free_bytes = cu!(drv, cuMemGetInfo_v2(&mut f, &mut t)).ok().map(|_| f as u64);
+        free_bytes = cu!(drv, cuMemGetInfo_v2(&mut f, &mut t))
+            .ok()
+            .map(|_| f as u64);
         drop(ctx);
     }
     json!({
@@ -207,19 +254,54 @@ struct Kernels {
 }
 
 fn load_kernels(drv: &Driver) -> Result<Kernels, ApiError> {
-    let image = CString::new(PTX).map_err(|_| ApiError { api: "PTX".into(), code: -1, name: None, message: Some("NUL in PTX".into()) })?;
+    let image = CString::new(PTX).map_err(|_| ApiError {
+        api: "PTX".into(),
+        code: -1,
+        name: None,
+        message: Some("NUL in PTX".into()),
+    })?;
     let mut module: sys::CUmodule = std::ptr::null_mut();
     cu!(drv, cuModuleLoadData(&mut module, image.as_ptr().cast()))?;
     let mut write: sys::CUfunction = std::ptr::null_mut();
     let mut verify: sys::CUfunction = std::ptr::null_mut();
-    cu!(drv, cuModuleGetFunction(&mut write, module, c"gpuprobe_write".as_ptr()))?;
-    cu!(drv, cuModuleGetFunction(&mut verify, module, c"gpuprobe_verify".as_ptr()))?;
-    Ok(Kernels { module, write, verify })
+    cu!(
+        drv,
+        cuModuleGetFunction(&mut write, module, c"gpuprobe_write".as_ptr())
+    )?;
+    cu!(
+        drv,
+        cuModuleGetFunction(&mut verify, module, c"gpuprobe_verify".as_ptr())
+    )?;
+    Ok(Kernels {
+        module,
+        write,
+        verify,
+    })
 }
 
-fn launch(drv: &Driver, f: sys::CUfunction, words: u64, params: &mut [*mut c_void]) -> Result<(), ApiError> {
+fn launch(
+    drv: &Driver,
+    f: sys::CUfunction,
+    words: u64,
+    params: &mut [*mut c_void],
+) -> Result<(), ApiError> {
     let blocks = words.div_ceil(256).clamp(1, 1024) as u32;
-    cu!(drv, cuLaunchKernel(f, blocks, 1, 1, 256, 1, 1, 0, std::ptr::null_mut(), params.as_mut_ptr(), std::ptr::null_mut()))
+    cu!(
+        drv,
+        cuLaunchKernel(
+            f,
+            blocks,
+            1,
+            1,
+            256,
+            1,
+            1,
+            0,
+            std::ptr::null_mut(),
+            params.as_mut_ptr(),
+            std::ptr::null_mut()
+        )
+    )
 }
 
 /// Result of the smoke test as it accumulates.
@@ -246,7 +328,14 @@ impl SmokeState {
     }
 }
 
-fn smoke(drv: &Driver, out: &mut Emitter, ordinal: i32, chunk: u64, cycles: u32, chunks: u32) -> Value {
+fn smoke(
+    drv: &Driver,
+    out: &mut Emitter,
+    ordinal: i32,
+    chunk: u64,
+    cycles: u32,
+    chunks: u32,
+) -> Value {
     let started = Instant::now();
     let mut st = SmokeState::default();
     out.stage("context", 0, 0);
@@ -279,14 +368,25 @@ fn smoke(drv: &Driver, out: &mut Emitter, ordinal: i32, chunk: u64, cycles: u32,
 }
 
 #[allow(clippy::too_many_arguments)]
-fn run_cycles(drv: &Driver, out: &mut Emitter, dev: sys::CUdevice, k: &Kernels, chunk: u64, cycles: u32, chunks: u32, st: &mut SmokeState) {
+fn run_cycles(
+    drv: &Driver,
+    out: &mut Emitter,
+    dev: sys::CUdevice,
+    k: &Kernels,
+    chunk: u64,
+    cycles: u32,
+    chunks: u32,
+    st: &mut SmokeState,
+) {
     let mut counters: sys::CUdeviceptr = 0;
     if let Err(e) = cu!(drv, cuMemAlloc_v2(&mut counters, 8)) {
         return st.fail("context", e);
     }
     let free_now = || {
         let (mut f, mut t) = (0usize, 0usize);
-        cu!(drv, cuMemGetInfo_v2(&mut f, &mut t)).ok().map(|_| f as u64)
+        cu!(drv, cuMemGetInfo_v2(&mut f, &mut t))
+            .ok()
+            .map(|_| f as u64)
     };
     st.free_before = free_now();
     let prop = alloc_prop(dev);
@@ -303,7 +403,10 @@ fn run_cycles(drv: &Driver, out: &mut Emitter, dev: sys::CUdevice, k: &Kernels, 
         };
         announce(out, "reserve", 0);
         let mut base: sys::CUdeviceptr = 0;
-        if let Err(e) = cu!(drv, cuMemAddressReserve(&mut base, RESERVE_BYTES as usize, 0, 0, 0)) {
+        if let Err(e) = cu!(
+            drv,
+            cuMemAddressReserve(&mut base, RESERVE_BYTES as usize, 0, 0, 0)
+        ) {
             st.fail("reserve", e);
             break;
         }
@@ -312,7 +415,9 @@ fn run_cycles(drv: &Driver, out: &mut Emitter, dev: sys::CUdevice, k: &Kernels, 
             let offset = u64::from(c) * chunk;
             let ptr = base + offset;
             // Counters are reset before mapping, so nothing sits between map and the kernels.
-            if let Err(e) = cu!(drv, cuMemsetD32_v2(counters, 0, 1)).and_then(|_| cu!(drv, cuMemsetD32_v2(counters + 4, u32::MAX, 1))) {
+            if let Err(e) = cu!(drv, cuMemsetD32_v2(counters, 0, 1))
+                .and_then(|_| cu!(drv, cuMemsetD32_v2(counters + 4, u32::MAX, 1)))
+            {
                 st.fail("verify", e);
                 break 'chunks;
             }
@@ -337,7 +442,10 @@ fn run_cycles(drv: &Driver, out: &mut Emitter, dev: sys::CUdevice, k: &Kernels, 
             announce(out, "set_access", c);
             if let Err(e) = cu!(drv, cuMemSetAccess(ptr, chunk as usize, &desc, 1)) {
                 // Would the whole-range workaround (llama.cpp PR #23900) have worked?
-                let whole = cu!(drv, cuMemSetAccess(base, (offset + chunk) as usize, &desc, 1));
+                let whole = cu!(
+                    drv,
+                    cuMemSetAccess(base, (offset + chunk) as usize, &desc, 1)
+                );
                 st.whole_range_helped = Some(whole.is_ok());
                 st.fail("set_access", e);
                 break 'chunks;
@@ -369,7 +477,8 @@ fn run_cycles(drv: &Driver, out: &mut Emitter, dev: sys::CUdevice, k: &Kernels, 
                 (&mut v_cycle as *mut u32).cast(),
                 (&mut v_counters as *mut u64).cast(),
             ];
-            let verified = launch(drv, k.verify, v_words, &mut vparams).and_then(|_| cu!(drv, cuCtxSynchronize()));
+            let verified = launch(drv, k.verify, v_words, &mut vparams)
+                .and_then(|_| cu!(drv, cuCtxSynchronize()));
             if let Err(e) = verified {
                 st.fail("verify", e);
                 break 'chunks;
@@ -385,12 +494,22 @@ fn run_cycles(drv: &Driver, out: &mut Emitter, dev: sys::CUdevice, k: &Kernels, 
                 st.first_bad_offset = Some(word * 4);
                 st.expected_value = Some(value(word, cycle));
                 let mut seen = 0u32;
-                if cu!(drv, cuMemcpyDtoH_v2((&mut seen as *mut u32).cast(), base + word * 4, 4)).is_ok() {
+                if cu!(
+                    drv,
+                    cuMemcpyDtoH_v2((&mut seen as *mut u32).cast(), base + word * 4, 4)
+                )
+                .is_ok()
+                {
                     st.first_bad_value = Some(seen);
                 }
                 st.fail(
                     "verify",
-                    ApiError { api: "gpuprobe_verify".into(), code: 0, name: Some("MISMATCH".into()), message: Some(format!("{} words read back wrong", host[0])) },
+                    ApiError {
+                        api: "gpuprobe_verify".into(),
+                        code: 0,
+                        name: Some("MISMATCH".into()),
+                        message: Some(format!("{} words read back wrong", host[0])),
+                    },
                 );
                 break 'chunks;
             }
@@ -426,7 +545,10 @@ fn run_cycles(drv: &Driver, out: &mut Emitter, dev: sys::CUdevice, k: &Kernels, 
                     api: "cuMemGetInfo".into(),
                     code: 0,
                     name: Some("VRAM_NOT_RETURNED".into()),
-                    message: Some(format!("{} MiB of VRAM did not come back after unmap and release", (b - a) >> 20)),
+                    message: Some(format!(
+                        "{} MiB of VRAM did not come back after unmap and release",
+                        (b - a) >> 20
+                    )),
                 },
             );
         }
@@ -441,7 +563,9 @@ fn peer(drv: &Driver, a: i32, b: i32) -> Value {
         return json!({"event":"peer","from":a,"to":b,"can_access":null,"copy_ok":null,"mismatches":0,"error":api_error_json(&e)});
     }
     let mut can = 0i32;
-    let can_access = cu!(drv, cuDeviceCanAccessPeer(&mut can, da, db)).ok().map(|_| can != 0);
+    let can_access = cu!(drv, cuDeviceCanAccessPeer(&mut can, da, db))
+        .ok()
+        .map(|_| can != 0);
     let (ok, mismatches, err) = match peer_copy(drv, da, db, can_access == Some(true)) {
         Ok(m) => (Some(m == 0), m, None),
         Err(e) => (Some(false), 0, Some(api_error_json(&e))),
@@ -450,7 +574,12 @@ fn peer(drv: &Driver, a: i32, b: i32) -> Value {
 }
 
 /// Copies a 64 MiB pattern from a to b with cuMemcpyPeer and counts words that differ.
-fn peer_copy(drv: &Driver, da: sys::CUdevice, db: sys::CUdevice, enable: bool) -> Result<u64, ApiError> {
+fn peer_copy(
+    drv: &Driver,
+    da: sys::CUdevice,
+    db: sys::CUdevice,
+    enable: bool,
+) -> Result<u64, ApiError> {
     const BYTES: usize = 64 << 20;
     let words = BYTES / 4;
     let cb = Context::retain(drv, db)?;

@@ -39,7 +39,10 @@ impl Driver {
             // CUDA program runs, and this happens only in the isolated child process.
             match unsafe { sys::CudaDriver::new(name) } {
                 Ok(lib) => return Ok(Driver { lib }),
-                Err(e) => errors.push(format!("{name}: {}", std::error::Error::source(&e).map_or(e.to_string(), |s| s.to_string()))),
+                Err(e) => errors.push(format!(
+                    "{name}: {}",
+                    std::error::Error::source(&e).map_or(e.to_string(), |s| s.to_string())
+                )),
             }
         }
         Err(errors.join("; "))
@@ -62,7 +65,12 @@ impl Driver {
         if r == sys::CUDA_SUCCESS {
             return Ok(());
         }
-        Err(ApiError { api: api.trim_end_matches("_v2").to_string(), code: i64::from(r), name: self.error_name(r), message: self.error_string(r) })
+        Err(ApiError {
+            api: api.trim_end_matches("_v2").to_string(),
+            code: i64::from(r),
+            name: self.error_name(r),
+            message: self.error_string(r),
+        })
     }
 
     fn error_name(&self, r: sys::CUresult) -> Option<String> {

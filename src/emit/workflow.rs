@@ -1,0 +1,526 @@
+//! `workflow`: a GitHub Actions workflow that builds llama.cpp with the resolved flags.
+//!
+//! The data ([`Workflow`]: one job per OS, one matrix entry per plan group) is built by
+//! `commands::workflow` from one plan per OS; this module holds the pieces that do not depend on
+//! a plan — the pinned-action table, the choice of toolchain install for a backend, OS and
+//! version — and renders the template `templates/workflow.yml.j2`.
+//!
+//! The template is rendered by minijinja with the delimiters `{{{ }}}`, `{{% %}}` and
+//! `{{# #}}` (as cargo-dist does), so GitHub's own `${{ }}` expressions pass through as text.
+
+use minijinja::{AutoEscape, Environment, UndefinedBehavior, Value};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::quirks::Os;
+use crate::report::Backend;
+
+/// A third-party action, pinned by the full commit id of a release tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PinnedAction {
+    pub repo: &'static str,
+    pub version: &'static str,
+    pub sha: &'static str,
+}
+
+impl PinnedAction {
+    /// The `uses:` value: `owner/repo@<sha> # <version>`.
+    pub fn uses(&self) -> String {
+        format!("{}@{} # {}", self.repo, self.sha, self.version)
+    }
+}
+
+/// Every action that a generated workflow or the project's `action.yml` uses, in one place.
+///
+/// Where each commit id comes from: `git rev-parse <tag>^{commit}` in a snapshot of the action's
+/// own GitHub repository (github.com/<repo>), taken 2026-11-30; the tag date is noted. Update by
+/// the same means and regenerate (`tests/workflow.rs` checks action.yml against this table).
+pub const ACTIONS: [PinnedAction; 3] = [
+    // github.com/actions/checkout tag v7.0.1 (2026-07-17), also what tag v7 points at.
+    PinnedAction {
+        repo: "actions/checkout",
+        version: "v7.0.1",
+        sha: "3d3c42e5aac5ba805825da76410c181273ba90b1",
+    },
+    // github.com/actions/upload-artifact tag v7.0.0 (2026-02-25), also what tag v7 points at.
+    PinnedAction {
+        repo: "actions/upload-artifact",
+        version: "v7.0.0",
+        sha: "bbbca2ddaa5d8feaa63e36b76fdaad77386f024f",
+    },
+    // github.com/actions/cache tag v5.0.5 (2026-04-13), also what tag v5 points at. Used by action.yml.
+    PinnedAction {
+        repo: "actions/cache",
+        version: "v5.0.5",
+        sha: "27d5ce7f107fe9357f9df03efb73ab90386fccae",
+    },
+];
+
+pub fn pinned(repo: &str) -> Option<&'static PinnedAction> {
+    ACTIONS.iter().find(|a| a.repo == repo)
+}
+
+/// The default runner images, versioned rather than `-latest` so that a generated workflow does
+/// not change under its user. A quirk record's `effect.runner` overrides them (Q18).
+pub const LINUX_RUNNER: &str = "ubuntu-24.04";
+pub const WINDOWS_RUNNER: &str = "windows-2022";
+
+/// CUDA sub-packages the Windows network installer puts in for a llama.cpp build: the compiler,
+/// the runtime (with cuda.lib for the driver API), cuBLAS, CCCL (CUB, in "thrust") and the MSBuild
+/// integration. Each gets the `_<major>.<minor>` suffix the installer expects.
+pub const CUDA_WINDOWS_SUBPACKAGES: &str =
+    "nvcc cudart cublas cublas_dev thrust visual_studio_integration";
+
+/// The whole workflow, ready for the template.
+#[derive(Debug, Clone, Serialize)]
+pub struct Workflow {
+    pub name: String,
+    /// Comment lines at the top (without `# `); an empty string is an empty comment line.
+    pub header: Vec<String>,
+    pub backend: &'static str,
+    /// `owner/name` of the llama.cpp repository to check out.
+    pub llama_repository: String,
+    pub llama_ref: String,
+    /// The build number a `bN` ref stands for; empty when the ref is not a bN tag.
+    pub expected_build: String,
+    pub jobs: Vec<Job>,
+}
+
+/// One OS: a runner, a toolchain install, and one matrix entry per plan group.
+#[derive(Debug, Clone, Serialize)]
+pub struct Job {
+    /// `linux` or `windows`.
+    pub id: &'static str,
+    pub runner: String,
+    /// Why this runner (comment lines).
+    pub runner_comment: Vec<String>,
+    pub container: Option<String>,
+    pub install: Install,
+    /// What `llama-cli --version` needs on a GPU-less runner: `libcuda-stub`, `nvcuda.dll` or ``.
+    pub cli_needs: &'static str,
+    pub entries: Vec<Entry>,
+}
+
+/// A matrix entry: one plan group on one OS.
+#[derive(Debug, Clone, Serialize)]
+pub struct Entry {
+    pub group: String,
+    pub targets: String,
+    pub cmake_args: String,
+    /// `GGML_HIP_NO_VMM` / `GGML_CUDA_NO_VMM`, or empty when the build does not declare it.
+    pub vmm_flag: String,
+    /// `1` when the built library must have the VMM pool compiled out, `0` when compiled in,
+    /// empty when it cannot be checked.
+    pub expect_no_vmm: String,
+    pub artifact: String,
+    /// Comment lines above the entry (without `# `).
+    pub comment: Vec<String>,
+}
+
+/// How a job gets its toolkit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Install {
+    /// `rocm-container`, `rocm-wheels`, `cuda-container` or `cuda-installer`.
+    pub kind: &'static str,
+    pub version: String,
+    /// Job-level environment the install step reads (literal values, no expressions).
+    pub env: Vec<EnvVar>,
+    /// Why this method (comment lines).
+    pub comment: Vec<String>,
+    /// The job's container image, for the container kinds.
+    #[serde(skip)]
+    pub container: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EnvVar {
+    pub name: &'static str,
+    pub value: String,
+}
+
+/// A toolkit version as written for an install: `7.2.1`, `7.14.0a20260608`, `7.14.0rc1`, `12.8`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolVersion {
+    pub text: String,
+    pub parts: Vec<u64>,
+    /// `a` (TheRock nightly) or `rc` (release candidate) and its number.
+    pub pre: Option<(&'static str, u64)>,
+}
+
+impl ToolVersion {
+    /// Strict: 2 or 3 dot-separated numbers, then optionally `aN` or `rcN`. The text ends up in
+    /// image tags, URLs and pip requirements, so nothing else is accepted.
+    pub fn parse(flag: &str, s: &str) -> Result<Self> {
+        let bad = |why: &str| {
+            Error::input(
+                flag,
+                format!("`{s}` is not a toolkit version: {why}"),
+                "write it as MAJOR.MINOR[.PATCH], e.g. 7.2.1, 12.8 or 13.0.2; a ROCm nightly or release candidate as 7.14.0a20260608 or 7.14.0rc1",
+            )
+        };
+        let (body, pre) = match s.find(|c: char| c.is_ascii_alphabetic()) {
+            Some(i) => {
+                let (body, tail) = s.split_at(i);
+                let (tag, num) = if let Some(n) = tail.strip_prefix("rc") {
+                    ("rc", n)
+                } else if let Some(n) = tail.strip_prefix('a') {
+                    ("a", n)
+                } else {
+                    return Err(bad(
+                        "the only suffixes are aN (nightly) and rcN (release candidate)",
+                    ));
+                };
+                if num.is_empty() || !num.chars().all(|c| c.is_ascii_digit()) || num.len() > 12 {
+                    return Err(bad("the suffix needs a number, e.g. a20260608 or rc1"));
+                }
+                (
+                    body,
+                    Some((
+                        tag,
+                        num.parse::<u64>()
+                            .map_err(|_| bad("the suffix number is too large"))?,
+                    )),
+                )
+            }
+            None => (s, None),
+        };
+        let parts: Vec<&str> = body.split('.').collect();
+        if !(2..=3).contains(&parts.len()) {
+            return Err(bad("it needs two or three dot-separated numbers"));
+        }
+        let mut nums = Vec::new();
+        for p in parts {
+            if p.is_empty() || p.len() > 6 || !p.chars().all(|c| c.is_ascii_digit()) {
+                return Err(bad("each part must be a number"));
+            }
+            nums.push(p.parse::<u64>().map_err(|_| bad("a number is too large"))?);
+        }
+        Ok(ToolVersion {
+            text: s.to_string(),
+            parts: nums,
+            pre,
+        })
+    }
+
+    fn major_minor(&self) -> (u64, u64) {
+        (self.parts[0], self.parts[1])
+    }
+
+    /// `12.8` → `12.8.0`; a three-part version stays as it is.
+    fn full(&self) -> String {
+        match self.parts.as_slice() {
+            [a, b] => format!("{a}.{b}.0"),
+            _ => self.text.clone(),
+        }
+    }
+}
+
+/// Picks the toolkit install for a backend, OS and version, or says why there is none.
+///
+/// - ROCm up to 7.2.x (the apt-packaged releases), Linux: AMD's `rocm/dev-ubuntu-22.04:<ver>`
+///   image, the container llama.cpp's own HIP CI jobs build in, plus rocBLAS/hipBLAS headers from
+///   the image's AMD apt repository. Windows: refused, see below.
+/// - ROCm 7.13 and later, nightlies (`aN`) and release candidates (`rcN`), both OSes: TheRock's
+///   multi-arch Python wheels `rocm[libraries,devel]==<ver>` with `rocm-sdk init`, as llama.cpp's
+///   release jobs install ROCm since build 10356 (Windows) and on Linux; one install covers every
+///   GPU target, unlike TheRock's per-family tarballs.
+/// - CUDA, Linux: NVIDIA's `nvidia/cuda:<ver>-devel-ubuntu24.04` image (as llama.cpp's
+///   ubuntu-cuda release job); Windows: NVIDIA's network installer with only the sub-packages a
+///   llama.cpp build needs.
+pub fn install(backend: Backend, os: Os, version: &ToolVersion) -> Result<Install> {
+    match backend {
+        Backend::Hip => rocm_install(os, version),
+        Backend::Cuda => cuda_install(os, version),
+    }
+}
+
+fn rocm_install(os: Os, v: &ToolVersion) -> Result<Install> {
+    let (major, minor) = v.major_minor();
+    let therock = major >= 10 || (major, minor) >= (7, 13);
+    let classic = (major, minor) <= (7, 2);
+    if v.pre.is_some() && !therock {
+        return Err(Error::input(
+            "--rocm",
+            format!(
+                "`{}`: generated workflows install ROCm nightlies and release candidates from TheRock's multi-arch wheel indexes, which start at 7.13",
+                v.text
+            ),
+            "use a released ROCm (e.g. 7.2.1) or a 7.13+ nightly such as 7.14.0a20260608",
+        ));
+    }
+    if !therock && !classic {
+        return Err(Error::input(
+            "--rocm",
+            format!(
+                "ROCm {}: the 7.9-7.12 technology previews were published per GPU family only",
+                v.text
+            ),
+            "use ROCm 7.2.x (apt packages) or 7.13 and later (TheRock multi-arch wheels)",
+        ));
+    }
+    if classic {
+        if os == Os::Windows {
+            return Err(Error::input(
+                "--rocm",
+                format!(
+                    "ROCm {} on Windows: AMD's HIP SDK installer is versioned by quarter (e.g. 26.Q1), not by ROCm version, so gpuprobe cannot pick it",
+                    v.text
+                ),
+                "build Windows with TheRock ROCm 7.13 or later (e.g. --rocm 7.14.0), as llama.cpp's windows-rocm job does, or generate Linux only (--os linux)",
+            ));
+        }
+        let image = format!("rocm/dev-ubuntu-22.04:{}", v.text);
+        return Ok(Install {
+            kind: "rocm-container",
+            version: v.text.clone(),
+            env: vec![EnvVar { name: "DEBIAN_FRONTEND", value: "noninteractive".into() }],
+            comment: vec![
+                format!("ROCm {}: AMD's {image} image (ROCm installed from AMD's apt repository at that", v.text),
+                "version), the container llama.cpp's own HIP CI builds in; rocBLAS/hipBLAS headers come".into(),
+                "from the same repository.".into(),
+            ],
+            container: Some(image),
+        });
+    }
+    let (index, channel) = match v.pre {
+        Some(("a", _)) => ("https://rocm.nightlies.amd.com/whl-multi-arch/", "nightly"),
+        Some(_) => (
+            "https://rocm.prereleases.amd.com/whl-multi-arch/",
+            "release-candidate",
+        ),
+        None if major >= 10 => ("https://stable.repo.amd.com/rocm/whl-next/", "release"),
+        None => ("https://repo.amd.com/rocm/whl-multi-arch/", "release"),
+    };
+    Ok(Install {
+        kind: "rocm-wheels",
+        version: v.text.clone(),
+        env: vec![
+            EnvVar {
+                name: "ROCM_VERSION",
+                value: v.text.clone(),
+            },
+            EnvVar {
+                name: "ROCM_INDEX_URL",
+                value: index.into(),
+            },
+        ],
+        comment: vec![
+            format!(
+                "ROCm {} ({channel}): TheRock's multi-arch Python wheels rocm[libraries,devel] from",
+                v.text
+            ),
+            format!(
+                "{index}, as llama.cpp's release jobs install ROCm; one install serves every target."
+            ),
+        ],
+        container: None,
+    })
+}
+
+fn cuda_install(os: Os, v: &ToolVersion) -> Result<Install> {
+    if v.pre.is_some() {
+        return Err(Error::input(
+            "--cuda",
+            format!("`{}`: CUDA versions have no pre-release suffix", v.text),
+            "give a CUDA release such as 12.8 or 13.0.2",
+        ));
+    }
+    let (major, minor) = v.major_minor();
+    let full = v.full();
+    match os {
+        Os::Windows => {
+            let url = format!(
+                "https://developer.download.nvidia.com/compute/cuda/{full}/network_installers/cuda_{full}_windows_network.exe"
+            );
+            Ok(Install {
+                kind: "cuda-installer",
+                version: full.clone(),
+                env: vec![
+                    EnvVar {
+                        name: "CUDA_VERSION",
+                        value: full.clone(),
+                    },
+                    EnvVar {
+                        name: "CUDA_MAJOR_MINOR",
+                        value: format!("{major}.{minor}"),
+                    },
+                    EnvVar {
+                        name: "CUDA_INSTALLER_URL",
+                        value: url,
+                    },
+                    EnvVar {
+                        name: "CUDA_SUBPACKAGES",
+                        value: CUDA_WINDOWS_SUBPACKAGES.into(),
+                    },
+                ],
+                comment: vec![
+                    format!(
+                        "CUDA {full}: NVIDIA's network installer, silent, with only the sub-packages a llama.cpp"
+                    ),
+                    format!("build needs ({CUDA_WINDOWS_SUBPACKAGES})."),
+                ],
+                container: None,
+            })
+        }
+        Os::Linux | Os::Wsl => {
+            let ubuntu = if (major, minor) >= (12, 6) {
+                "ubuntu24.04"
+            } else if (major, minor) >= (11, 7) {
+                "ubuntu22.04"
+            } else {
+                "ubuntu20.04"
+            };
+            let image = format!("nvidia/cuda:{full}-devel-{ubuntu}");
+            Ok(Install {
+                kind: "cuda-container",
+                version: full.clone(),
+                env: vec![EnvVar {
+                    name: "DEBIAN_FRONTEND",
+                    value: "noninteractive".into(),
+                }],
+                comment: vec![format!(
+                    "CUDA {full}: NVIDIA's {image} image, as llama.cpp's ubuntu-cuda release job."
+                )],
+                container: Some(image),
+            })
+        }
+    }
+}
+
+/// The shell script that checks a build against its plan (shared by both OSes; bash).
+pub const CHECK_SCRIPT: &str = include_str!("../../templates/check-build.sh");
+const TEMPLATE: &str = include_str!("../../templates/workflow.yml.j2");
+
+/// Renders the workflow YAML.
+pub fn render(w: &Workflow) -> Result<String> {
+    let internal = |e: minijinja::Error| Error::Environment {
+        message: format!("internal error rendering the workflow template: {e:#}"),
+        fix: "report this as a gpuprobe bug, with the command line".into(),
+    };
+    let mut env = Environment::new();
+    let syntax = minijinja::syntax::SyntaxConfig::builder()
+        .block_delimiters("{{%", "%}}")
+        .variable_delimiters("{{{", "}}}")
+        .comment_delimiters("{{#", "#}}")
+        .build()
+        .map_err(internal)?;
+    env.set_syntax(syntax);
+    env.set_trim_blocks(true);
+    env.set_lstrip_blocks(true);
+    env.set_keep_trailing_newline(true);
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.set_auto_escape_callback(|_| AutoEscape::None);
+    // Every value from gpuprobe goes into the YAML as a double-quoted string: JSON's string syntax
+    // is valid YAML, so no value can start a mapping, a comment or an anchor.
+    env.add_filter("q", |v: String| {
+        serde_json::to_string(&v).unwrap_or_default()
+    });
+    env.add_function(
+        "uses",
+        |repo: String| -> std::result::Result<String, minijinja::Error> {
+            pinned(&repo).map(PinnedAction::uses).ok_or_else(|| {
+                minijinja::Error::new(
+                    minijinja::ErrorKind::InvalidOperation,
+                    format!("action {repo} is not in the pinned ACTIONS table"),
+                )
+            })
+        },
+    );
+    env.add_template("workflow.yml", TEMPLATE)
+        .map_err(internal)?;
+    let tmpl = env.get_template("workflow.yml").map_err(internal)?;
+    let ctx = Value::from_serialize(w);
+    let mut text = tmpl
+        .render(minijinja::context! { check_script => CHECK_SCRIPT.trim_end(), ..ctx })
+        .map_err(internal)?;
+    // One newline at the end, no trailing spaces.
+    let mut lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+    while lines.last().is_some_and(|l| l.is_empty()) {
+        lines.pop();
+    }
+    text = lines.join("\n");
+    text.push('\n');
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &str) -> ToolVersion {
+        ToolVersion::parse("--x", s).unwrap()
+    }
+
+    #[test]
+    fn parses_tool_versions_strictly() {
+        assert_eq!(v("7.14.0a20260608").pre, Some(("a", 20260608)));
+        assert_eq!(v("7.14.0rc1").pre, Some(("rc", 1)));
+        assert_eq!(v("12.8").full(), "12.8.0");
+        for bad in [
+            "7", "7.2.1.4", "v7.2", "7.2-1", "7.2.1b3", "12.8;rm", "$(x)", "7..2", "7.2.1a",
+        ] {
+            assert!(
+                ToolVersion::parse("--x", bad).is_err(),
+                "{bad} should be rejected"
+            );
+        }
+    }
+
+    #[test]
+    fn picks_rocm_install_by_version() {
+        assert_eq!(
+            install(Backend::Hip, Os::Linux, &v("7.2.1"))
+                .unwrap()
+                .container
+                .as_deref(),
+            Some("rocm/dev-ubuntu-22.04:7.2.1")
+        );
+        let w = install(Backend::Hip, Os::Windows, &v("7.14.0")).unwrap();
+        assert_eq!(w.kind, "rocm-wheels");
+        assert!(
+            w.env
+                .iter()
+                .any(|e| e.value == "https://repo.amd.com/rocm/whl-multi-arch/")
+        );
+        let n = install(Backend::Hip, Os::Linux, &v("7.14.0a20260608")).unwrap();
+        assert!(n.env.iter().any(|e| e.value.contains("nightlies")));
+        let ten = install(Backend::Hip, Os::Linux, &v("10.0.0")).unwrap();
+        assert!(ten.env.iter().any(|e| e.value.contains("whl-next")));
+        assert!(install(Backend::Hip, Os::Windows, &v("6.4.1")).is_err());
+        assert!(install(Backend::Hip, Os::Linux, &v("7.10.0")).is_err());
+        assert!(install(Backend::Hip, Os::Linux, &v("7.0.0rc1")).is_err());
+    }
+
+    #[test]
+    fn picks_cuda_install_by_os() {
+        assert_eq!(
+            install(Backend::Cuda, Os::Linux, &v("12.8"))
+                .unwrap()
+                .container
+                .as_deref(),
+            Some("nvidia/cuda:12.8.0-devel-ubuntu24.04")
+        );
+        assert_eq!(
+            install(Backend::Cuda, Os::Linux, &v("12.4.1"))
+                .unwrap()
+                .container
+                .as_deref(),
+            Some("nvidia/cuda:12.4.1-devel-ubuntu22.04")
+        );
+        let w = install(Backend::Cuda, Os::Windows, &v("13.0")).unwrap();
+        assert!(w.env.iter().any(|e| e.value == "https://developer.download.nvidia.com/compute/cuda/13.0.0/network_installers/cuda_13.0.0_windows_network.exe"));
+    }
+
+    #[test]
+    fn every_action_is_pinned_by_a_full_commit() {
+        for a in ACTIONS {
+            assert_eq!(a.sha.len(), 40);
+            assert!(
+                a.sha
+                    .chars()
+                    .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+            );
+            assert!(a.version.starts_with('v'));
+        }
+    }
+}

@@ -1,0 +1,849 @@
+/*
+ * FAKE libcuda.so.1 for gpuprobe's failure-injection tests (tests/cuda_faults.rs).
+ *
+ * This is NOT a CUDA driver and measures nothing. It exports the driver-API functions that
+ * src/probe/cuda/sys.rs loads, with the C signatures of cuda.h, and behaves as the environment
+ * variable FAKE_CUDA_SCENARIO says, so that the CUDA child's isolation, reporting and the
+ * flag decision can be tested on machines without a GPU:
+ *
+ *   ok                   one "Fake GPU" (sm_90, 80 GiB, VMM, 2 MiB granularity); "device"
+ *                        memory is host memory and the two smoke kernels (probes/PROTOCOL.md,
+ *                        Kernel ABI) are emulated on the host through the mapping table.
+ *   offset_access_fails  cuMemSetAccess fails (CUDA_ERROR_INVALID_VALUE) unless ptr is the
+ *                        reservation base; access over the whole range from the base works.
+ *   reads_zeros          mappings after the first chunk of a reservation read back zeros and
+ *                        lose stores.
+ *   reserve_fails        cuMemAddressReserve of >= 32 GiB: CUDA_ERROR_OUT_OF_MEMORY.
+ *   init_segv            cuInit dereferences a bad pointer (SIGSEGV).
+ *   init_abort           cuInit calls abort() (SIGABRT).
+ *   hang_verify          cuCtxSynchronize writes getpid() to $FAKE_CUDA_PIDFILE, then sleeps
+ *                        forever.
+ *   init_hang            the same in cuInit (before the child can say hello).
+ *   no_device            cuInit: CUDA_ERROR_NO_DEVICE.
+ *   stub                 cuInit: CUDA_ERROR_STUB_LIBRARY.
+ *   garbage              cuInit writes "NVRM: oops" to stdout, then everything works.
+ *   garbage_exit         cuInit writes "NVRM: oops" to stdout and exits 0 at once.
+ *   partial              the second cuMemMap of the process exits 0 (a report cut short).
+ *
+ *   FAKE_CUDA_DEVICES=N       N devices (default 1, at most 8).
+ *   FAKE_CUDA_PEER=yes|no     cuDeviceCanAccessPeer's answer (default yes).
+ *   FAKE_CUDA_PEER_CORRUPT=1  cuMemcpyPeer flips one byte in every MiB it copies.
+ *
+ * Built with -DFAKE_OLD_DRIVER it does not export cuMemCreate, cuMemMap, cuMemSetAccess and
+ * cuMemAddressReserve (a driver too old for the VMM API), while still reporting the VMM
+ * attribute and granularity, so the child meets the missing symbols in the smoke test.
+ */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef unsigned int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct fake_ctx *CUcontext;
+typedef struct fake_module *CUmodule;
+typedef struct fake_function *CUfunction;
+typedef void *CUstream;
+
+/* Layouts as in cuda.h (CUmemLocation, CUmemAllocationProp, CUmemAccessDesc). */
+typedef struct {
+    unsigned int type;
+    union {
+        int id;
+        struct {
+            unsigned char deviceId;
+            unsigned char localityDomainId;
+        } localized;
+    } u;
+} CUmemLocation;
+
+typedef struct {
+    unsigned int type;
+    unsigned int requestedHandleTypes;
+    CUmemLocation location;
+    void *win32HandleMetaData;
+    struct {
+        unsigned char compressionType;
+        unsigned char gpuDirectRDMACapable;
+        unsigned short usage;
+        unsigned char reserved[4];
+    } allocFlags;
+} CUmemAllocationProp;
+
+typedef struct {
+    CUmemLocation location;
+    unsigned int flags;
+} CUmemAccessDesc;
+
+enum {
+    CUDA_SUCCESS = 0,
+    CUDA_ERROR_INVALID_VALUE = 1,
+    CUDA_ERROR_OUT_OF_MEMORY = 2,
+    CUDA_ERROR_NOT_INITIALIZED = 3,
+    CUDA_ERROR_STUB_LIBRARY = 34,
+    CUDA_ERROR_NO_DEVICE = 100,
+    CUDA_ERROR_INVALID_DEVICE = 101,
+    CUDA_ERROR_INVALID_CONTEXT = 201,
+    CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217,
+    CUDA_ERROR_INVALID_HANDLE = 400,
+    CUDA_ERROR_NOT_FOUND = 500,
+    CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+    CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
+    CUDA_ERROR_MISALIGNED_ADDRESS = 716,
+    CUDA_ERROR_NOT_SUPPORTED = 801,
+    CUDA_ERROR_UNKNOWN = 999,
+};
+
+/* Attribute numbers from cuda.h's CUdevice_attribute. */
+enum {
+    ATTR_WARP_SIZE = 10,
+    ATTR_INTEGRATED = 18,
+    ATTR_CC_MAJOR = 75,
+    ATTR_CC_MINOR = 76,
+    ATTR_VMM_SUPPORTED = 102,
+};
+
+#define CU_MEM_ALLOCATION_TYPE_PINNED 1u
+#define CU_MEM_LOCATION_TYPE_DEVICE 1u
+#define CU_MEM_ACCESS_FLAGS_PROT_READ 1u
+#define CU_MEM_ACCESS_FLAGS_PROT_READWRITE 3u
+
+#define GIB (1ull << 30)
+#define MIB (1ull << 20)
+#define GRANULARITY (2 * MIB)
+#define TOTAL_MEM (80 * GIB)
+#define FREE_MEM (79 * GIB)
+#define MAX_DEVICES 8
+#define MAX_RESERVATIONS 64
+#define MAX_REGIONS 256
+#define MAX_ALLOCS 256
+
+/* ---- scenario ---------------------------------------------------------------------------- */
+
+static const char *scenario(void) {
+    const char *s = getenv("FAKE_CUDA_SCENARIO");
+    return s && *s ? s : "ok";
+}
+
+static int is(const char *name) {
+    return strcmp(scenario(), name) == 0;
+}
+
+static int device_count(void) {
+    const char *s = getenv("FAKE_CUDA_DEVICES");
+    int n = s ? atoi(s) : 1;
+    if (n < 1) n = 1;
+    if (n > MAX_DEVICES) n = MAX_DEVICES;
+    return n;
+}
+
+/* ---- state ------------------------------------------------------------------------------- */
+
+struct fake_ctx {
+    int device;
+    int refs;
+    int peers[MAX_DEVICES];
+};
+struct fake_module {
+    int loaded;
+    int has_write;
+    int has_verify;
+};
+struct fake_function {
+    int kind; /* 1 write, 2 verify */
+};
+
+static int initialised;
+static struct fake_ctx contexts[MAX_DEVICES];
+static struct fake_ctx *current;
+static struct fake_module module_slot;
+static struct fake_function fn_write = {1};
+static struct fake_function fn_verify = {2};
+/* A fault inside an emulated kernel: reported by the next synchronising call, and every call
+ * after it (CUDA's sticky errors). */
+static CUresult sticky;
+
+struct reservation {
+    CUdeviceptr base;
+    size_t size;
+    int used;
+};
+static struct reservation reservations[MAX_RESERVATIONS];
+static CUdeviceptr next_va = 0x100000000000ull; /* VMM reservations */
+static CUdeviceptr next_linear = 0x7f0000000000ull; /* cuMemAlloc */
+
+struct allocation {
+    unsigned char *host;
+    size_t size;
+    int refs; /* the handle, plus one per mapping */
+    int used;
+};
+static struct allocation allocations[MAX_ALLOCS];
+
+/* A range of device addresses backed by host memory: a mapping, or a cuMemAlloc block. */
+struct region {
+    CUdeviceptr va;
+    size_t size;
+    unsigned char *host;
+    int alloc; /* index into allocations, or -1 for cuMemAlloc */
+    int access; /* read-write access was set */
+    int broken; /* reads_zeros: reads give 0, stores are lost */
+    int used;
+};
+static struct region regions[MAX_REGIONS];
+
+static CUresult need_ctx(void) {
+    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    if (sticky) return sticky;
+    if (!current) return CUDA_ERROR_INVALID_CONTEXT;
+    return CUDA_SUCCESS;
+}
+
+static struct region *find_region(CUdeviceptr va) {
+    for (int i = 0; i < MAX_REGIONS; i++) {
+        struct region *r = &regions[i];
+        if (r->used && va >= r->va && va < r->va + r->size) return r;
+    }
+    return NULL;
+}
+
+static struct region *new_region(void) {
+    for (int i = 0; i < MAX_REGIONS; i++)
+        if (!regions[i].used) {
+            memset(&regions[i], 0, sizeof regions[i]);
+            regions[i].used = 1;
+            return &regions[i];
+        }
+    return NULL;
+}
+
+static struct reservation *find_reservation(CUdeviceptr va) {
+    for (int i = 0; i < MAX_RESERVATIONS; i++) {
+        struct reservation *r = &reservations[i];
+        if (r->used && va >= r->base && va < r->base + r->size) return r;
+    }
+    return NULL;
+}
+
+static void drop_alloc(int idx) {
+    struct allocation *a = &allocations[idx];
+    if (--a->refs == 0) {
+        free(a->host);
+        memset(a, 0, sizeof *a);
+    }
+}
+
+/* Copies between host memory and device addresses, region by region; `to_device` says which
+ * way. Needs access set on every region touched; broken mappings read zeros, drop stores. */
+static CUresult copy_device(CUdeviceptr va, void *host, size_t n, int to_device) {
+    unsigned char *h = host;
+    while (n > 0) {
+        struct region *r = find_region(va);
+        if (!r || !r->access) return CUDA_ERROR_INVALID_VALUE;
+        size_t off = (size_t)(va - r->va);
+        size_t len = r->size - off;
+        if (len > n) len = n;
+        if (to_device) {
+            if (!r->broken) memcpy(r->host + off, h, len);
+        } else if (r->broken) {
+            memset(h, 0, len);
+        } else {
+            memcpy(h, r->host + off, len);
+        }
+        va += len;
+        h += len;
+        n -= len;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+struct error_text {
+    CUresult code;
+    const char *name;
+    const char *message;
+};
+
+/* Names and messages as the real driver's cuGetErrorName / cuGetErrorString give them. */
+static const struct error_text errors[] = {
+    {0, "CUDA_SUCCESS", "no error"},
+    {1, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {34, "CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library"},
+    {100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {217, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", "peer access is not supported between these two devices"},
+    {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {704, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED", "peer access is already enabled"},
+    {716, "CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned address"},
+    {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+static const struct error_text *error_text(CUresult e) {
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        if (errors[i].code == e) return &errors[i];
+    return NULL;
+}
+
+EXPORT CUresult cuGetErrorName(CUresult error, const char **pStr) {
+    const struct error_text *t = error_text(error);
+    if (!pStr) return CUDA_ERROR_INVALID_VALUE;
+    *pStr = t ? t->name : NULL;
+    return t ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuGetErrorString(CUresult error, const char **pStr) {
+    const struct error_text *t = error_text(error);
+    if (!pStr) return CUDA_ERROR_INVALID_VALUE;
+    *pStr = t ? t->message : NULL;
+    return t ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- init, devices ----------------------------------------------------------------------- */
+
+/* Writes getpid() to $FAKE_CUDA_PIDFILE (atomically), then waits for a signal that never comes,
+ * like a host thread waiting on a GPU that stopped answering. */
+static void hang_forever(void) {
+    const char *pidfile = getenv("FAKE_CUDA_PIDFILE");
+    if (pidfile && *pidfile) {
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s.tmp", pidfile);
+        FILE *f = fopen(tmp, "w");
+        if (f) {
+            fprintf(f, "%d\n", (int)getpid());
+            fclose(f);
+            rename(tmp, pidfile);
+        }
+    }
+    for (;;) pause();
+}
+
+static volatile uintptr_t bad_address = 16;
+
+EXPORT CUresult cuInit(unsigned int flags) {
+    if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (is("init_segv")) {
+        /* A real fault (not raise()): the process's own SIGSEGV handler, if any, sees a fault
+         * at an unmapped address, as with a driver crashing at init. */
+        *(volatile int *)bad_address = 1;
+    }
+    if (is("init_abort")) abort();
+    if (is("init_hang")) hang_forever();
+    if (is("no_device")) return CUDA_ERROR_NO_DEVICE;
+    if (is("stub")) return CUDA_ERROR_STUB_LIBRARY;
+    if (is("garbage") || is("garbage_exit")) {
+        static const char msg[] = "NVRM: oops\n";
+        if (write(1, msg, sizeof msg - 1) < 0) _exit(9);
+        if (is("garbage_exit")) _exit(0);
+    }
+    initialised = 1;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDriverGetVersion(int *driverVersion) {
+    if (!driverVersion) return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = 12080;
+    return CUDA_SUCCESS;
+}
+
+static CUresult check_device(CUdevice dev) {
+    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    if (dev < 0 || dev >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetCount(int *count) {
+    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!count) return CUDA_ERROR_INVALID_VALUE;
+    *count = device_count();
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+    CUresult r = check_device(ordinal);
+    if (r) return r;
+    if (!device) return CUDA_ERROR_INVALID_VALUE;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
+    CUresult r = check_device(dev);
+    if (r) return r;
+    if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    snprintf(name, (size_t)len, "%s", "Fake GPU");
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+    CUresult r = check_device(dev);
+    if (r) return r;
+    if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+    *bytes = TOTAL_MEM;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetAttribute(int *pi, int attrib, CUdevice dev) {
+    CUresult r = check_device(dev);
+    if (r) return r;
+    if (!pi) return CUDA_ERROR_INVALID_VALUE;
+    switch (attrib) {
+    case ATTR_WARP_SIZE: *pi = 32; break;
+    case ATTR_INTEGRATED: *pi = 0; break;
+    case ATTR_CC_MAJOR: *pi = 9; break;
+    case ATTR_CC_MINOR: *pi = 0; break;
+    case ATTR_VMM_SUPPORTED: *pi = 1; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
+    CUresult r = check_device(dev);
+    if (r) return r;
+    if (!pciBusId || len < 13) return CUDA_ERROR_INVALID_VALUE;
+    snprintf(pciBusId, (size_t)len, "00000000:%02X:00.0", 0x19 + dev);
+    return CUDA_SUCCESS;
+}
+
+static int peer_allowed(void) {
+    const char *s = getenv("FAKE_CUDA_PEER");
+    return !(s && strcmp(s, "no") == 0);
+}
+
+EXPORT CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev) {
+    CUresult r = check_device(dev);
+    if (!r) r = check_device(peerDev);
+    if (r) return r;
+    if (!canAccessPeer || dev == peerDev) return CUDA_ERROR_INVALID_DEVICE;
+    *canAccessPeer = peer_allowed();
+    return CUDA_SUCCESS;
+}
+
+/* ---- contexts ---------------------------------------------------------------------------- */
+
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+    CUresult r = check_device(dev);
+    if (r) return r;
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    contexts[dev].device = dev;
+    contexts[dev].refs++;
+    *pctx = &contexts[dev];
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+    CUresult r = check_device(dev);
+    if (r) return r;
+    if (contexts[dev].refs <= 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (--contexts[dev].refs == 0 && current == &contexts[dev]) current = NULL;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    if (ctx && (ctx < &contexts[0] || ctx >= &contexts[MAX_DEVICES] || ctx->refs <= 0)) return CUDA_ERROR_INVALID_CONTEXT;
+    current = ctx;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxSynchronize(void) {
+    CUresult r = need_ctx();
+    if (r) return r;
+    if (is("hang_verify")) hang_forever();
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags) {
+    CUresult r = need_ctx();
+    if (r) return r;
+    if (!peerContext || Flags != 0 || peerContext->refs <= 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!peer_allowed() || peerContext == current) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+    if (current->peers[peerContext->device]) return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+    current->peers[peerContext->device] = 1;
+    return CUDA_SUCCESS;
+}
+
+/* ---- modules and kernels ----------------------------------------------------------------- */
+
+EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image) {
+    CUresult r = need_ctx();
+    if (r) return r;
+    if (!module || !image) return CUDA_ERROR_INVALID_VALUE;
+    module_slot.loaded = 1;
+    module_slot.has_write = strstr(image, "gpuprobe_write") != NULL;
+    module_slot.has_verify = strstr(image, "gpuprobe_verify") != NULL;
+    *module = &module_slot;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuModuleUnload(CUmodule hmod) {
+    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    if (hmod != &module_slot || !module_slot.loaded) return CUDA_ERROR_INVALID_HANDLE;
+    module_slot.loaded = 0;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) {
+    CUresult r = need_ctx();
+    if (r) return r;
+    if (!hfunc || !name) return CUDA_ERROR_INVALID_VALUE;
+    if (hmod != &module_slot || !module_slot.loaded) return CUDA_ERROR_INVALID_HANDLE;
+    if (strcmp(name, "gpuprobe_write") == 0 && module_slot.has_write) {
+        *hfunc = &fn_write;
+    } else if (strcmp(name, "gpuprobe_verify") == 0 && module_slot.has_verify) {
+        *hfunc = &fn_verify;
+    } else {
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    return CUDA_SUCCESS;
+}
+
+static uint32_t pattern(uint64_t w, uint32_t cycle) {
+    return ((uint32_t)w * 2654435761u) ^ (cycle * 2246822519u) ^ 0xA5A5A5A5u;
+}
+
+/* gpuprobe_write(u32* base, u64 word_begin, u64 word_count, u32 cycle) */
+static CUresult emulate_write(void **params) {
+    CUdeviceptr base = *(CUdeviceptr *)params[0];
+    uint64_t begin = *(uint64_t *)params[1];
+    uint64_t count = *(uint64_t *)params[2];
+    uint32_t cycle = *(uint32_t *)params[3];
+    if (base % 4) return CUDA_ERROR_MISALIGNED_ADDRESS;
+    uint64_t w = begin, end = begin + count;
+    while (w < end) {
+        CUdeviceptr va = base + w * 4;
+        struct region *r = find_region(va);
+        if (!r || !r->access) return CUDA_ERROR_ILLEGAL_ADDRESS;
+        uint64_t last = w + (r->va + r->size - va) / 4;
+        if (last > end) last = end;
+        uint32_t *p = (uint32_t *)(r->host + (va - r->va));
+        for (; w < last; w++, p++)
+            if (!r->broken) *p = pattern(w, cycle);
+    }
+    return CUDA_SUCCESS;
+}
+
+/* gpuprobe_verify(const u32* base, u64 word_count, u32 cycle, u32* counters) */
+static CUresult emulate_verify(void **params) {
+    CUdeviceptr base = *(CUdeviceptr *)params[0];
+    uint64_t count = *(uint64_t *)params[1];
+    uint32_t cycle = *(uint32_t *)params[2];
+    CUdeviceptr counters_va = *(CUdeviceptr *)params[3];
+    if (base % 4 || counters_va % 4) return CUDA_ERROR_MISALIGNED_ADDRESS;
+    struct region *cr = find_region(counters_va);
+    if (!cr || !cr->access || counters_va + 8 > cr->va + cr->size) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    uint32_t *counters = (uint32_t *)(cr->host + (counters_va - cr->va));
+    uint64_t w = 0;
+    while (w < count) {
+        CUdeviceptr va = base + w * 4;
+        struct region *r = find_region(va);
+        if (!r || !r->access) return CUDA_ERROR_ILLEGAL_ADDRESS;
+        uint64_t last = w + (r->va + r->size - va) / 4;
+        if (last > count) last = count;
+        const uint32_t *p = (const uint32_t *)(r->host + (va - r->va));
+        for (; w < last; w++, p++) {
+            uint32_t seen = r->broken ? 0 : *p;
+            if (seen != pattern(w, cycle)) {
+                counters[0]++;
+                if ((uint32_t)w < counters[1]) counters[1] = (uint32_t)w;
+            }
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                               unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                               unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra) {
+    CUresult r = need_ctx();
+    if (r) return r;
+    (void)sharedMemBytes;
+    (void)hStream;
+    if (!kernelParams || extra) return CUDA_ERROR_INVALID_VALUE;
+    if (gridDimX == 0 || gridDimY == 0 || gridDimZ == 0 || blockDimX == 0 || blockDimY == 0 || blockDimZ == 0 ||
+        (unsigned long long)blockDimX * blockDimY * blockDimZ > 1024)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!module_slot.loaded) return CUDA_ERROR_INVALID_HANDLE;
+    /* The launch itself succeeds; a fault inside the kernel surfaces at the next sync. */
+    if (f == &fn_write) {
+        sticky = emulate_write(kernelParams);
+    } else if (f == &fn_verify) {
+        sticky = emulate_verify(kernelParams);
+    } else {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ---- ordinary memory --------------------------------------------------------------------- */
+
+EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
+    CUresult r = need_ctx();
+    if (r) return r;
+    if (!free_bytes || !total) return CUDA_ERROR_INVALID_VALUE;
+    *free_bytes = FREE_MEM;
+    *total = TOTAL_MEM;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+    CUresult r = need_ctx();
+    if (r) return r;
+    if (!dptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+    struct region *g = new_region();
+    unsigned char *host = malloc(bytesize);
+    if (!g || !host) {
+        if (g) g->used = 0;
+        free(host);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    memset(host, 0xCD, bytesize);
+    g->va = next_linear;
+    g->size = bytesize;
+    g->host = host;
+    g->alloc = -1;
+    g->access = 1;
+    next_linear += (bytesize + GRANULARITY - 1) / GRANULARITY * GRANULARITY + GRANULARITY;
+    *dptr = g->va;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    struct region *g = find_region(dptr);
+    if (!g || g->alloc != -1 || g->va != dptr) return CUDA_ERROR_INVALID_VALUE;
+    free(g->host);
+    memset(g, 0, sizeof *g);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
+    CUresult r = need_ctx();
+    if (r) return r;
+    if (dstDevice % 4) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < N; i++) {
+        r = copy_device(dstDevice + 4 * i, &ui, 4, 1);
+        if (r) return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount) {
+    CUresult r = need_ctx();
+    if (r) return r;
+    if (!srcHost) return CUDA_ERROR_INVALID_VALUE;
+    return copy_device(dstDevice, (void *)srcHost, ByteCount, 1);
+}
+
+EXPORT CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
+    CUresult r = need_ctx();
+    if (r) return r;
+    if (!dstHost) return CUDA_ERROR_INVALID_VALUE;
+    return copy_device(srcDevice, dstHost, ByteCount, 0);
+}
+
+EXPORT CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext,
+                             size_t ByteCount) {
+    CUresult r = need_ctx();
+    if (r) return r;
+    if (!dstContext || !srcContext || dstContext->refs <= 0 || srcContext->refs <= 0) return CUDA_ERROR_INVALID_CONTEXT;
+    unsigned char *buf = malloc(ByteCount ? ByteCount : 1);
+    if (!buf) return CUDA_ERROR_OUT_OF_MEMORY;
+    r = copy_device(srcDevice, buf, ByteCount, 0);
+    if (!r) {
+        const char *corrupt = getenv("FAKE_CUDA_PEER_CORRUPT");
+        if (corrupt && strcmp(corrupt, "1") == 0)
+            for (size_t i = 0; i < ByteCount; i += MIB) buf[i] ^= 0xFF;
+        r = copy_device(dstDevice, buf, ByteCount, 1);
+    }
+    free(buf);
+    return r;
+}
+
+/* ---- virtual memory management ----------------------------------------------------------- */
+
+static CUresult check_prop(const CUmemAllocationProp *prop) {
+    if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (prop->location.u.id < 0 || prop->location.u.id >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, unsigned int option) {
+    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = check_prop(prop);
+    if (r) return r;
+    if (!granularity || option > 1) return CUDA_ERROR_INVALID_VALUE;
+    *granularity = GRANULARITY; /* minimum and recommended alike */
+    return CUDA_SUCCESS;
+}
+
+#ifndef FAKE_OLD_DRIVER
+EXPORT
+#else
+static __attribute__((unused))
+#endif
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags) {
+    CUresult r = need_ctx();
+    if (r) return r;
+    if (!ptr || size == 0 || size % GRANULARITY || flags != 0 || (alignment && alignment % GRANULARITY))
+        return CUDA_ERROR_INVALID_VALUE;
+    (void)addr; /* a hint only */
+    if (is("reserve_fails") && size >= 32 * GIB) return CUDA_ERROR_OUT_OF_MEMORY;
+    for (int i = 0; i < MAX_RESERVATIONS; i++) {
+        struct reservation *v = &reservations[i];
+        if (!v->used) {
+            v->used = 1;
+            v->base = next_va;
+            v->size = size;
+            next_va += size + GRANULARITY;
+            *ptr = v->base;
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    struct reservation *v = find_reservation(ptr);
+    if (!v || v->base != ptr || v->size != size) return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < MAX_REGIONS; i++) /* still mapped: the caller must unmap first */
+        if (regions[i].used && regions[i].alloc >= 0 && regions[i].va >= v->base && regions[i].va < v->base + v->size)
+            return CUDA_ERROR_INVALID_VALUE;
+    memset(v, 0, sizeof *v);
+    return CUDA_SUCCESS;
+}
+
+#ifndef FAKE_OLD_DRIVER
+EXPORT
+#else
+static __attribute__((unused))
+#endif
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, unsigned long long flags) {
+    CUresult r = need_ctx();
+    if (r) return r;
+    r = check_prop(prop);
+    if (r) return r;
+    if (!handle || size == 0 || size % GRANULARITY || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < MAX_ALLOCS; i++) {
+        struct allocation *a = &allocations[i];
+        if (!a->used) {
+            a->host = malloc(size);
+            if (!a->host) return CUDA_ERROR_OUT_OF_MEMORY;
+            memset(a->host, 0xCD, size); /* fresh memory is not zeroed */
+            a->size = size;
+            a->refs = 1;
+            a->used = 1;
+            *handle = (CUmemGenericAllocationHandle)(i + 1);
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static int handle_index(CUmemGenericAllocationHandle h) {
+    if (h == 0 || h > MAX_ALLOCS || !allocations[h - 1].used) return -1;
+    return (int)(h - 1);
+}
+
+EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    int i = handle_index(handle);
+    if (i < 0) return CUDA_ERROR_INVALID_VALUE;
+    drop_alloc(i);
+    return CUDA_SUCCESS;
+}
+
+static int maps_done;
+
+#ifndef FAKE_OLD_DRIVER
+EXPORT
+#else
+static __attribute__((unused))
+#endif
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags) {
+    CUresult r = need_ctx();
+    if (r) return r;
+    int i = handle_index(handle);
+    if (i < 0 || flags != 0 || offset != 0 || size != allocations[i].size || ptr % GRANULARITY) return CUDA_ERROR_INVALID_VALUE;
+    struct reservation *v = find_reservation(ptr);
+    if (!v || ptr + size > v->base + v->size) return CUDA_ERROR_INVALID_VALUE;
+    for (int k = 0; k < MAX_REGIONS; k++)
+        if (regions[k].used && ptr < regions[k].va + regions[k].size && regions[k].va < ptr + size) return CUDA_ERROR_INVALID_VALUE;
+    if (is("partial") && ++maps_done == 2) _exit(0); /* the report stops mid-smoke */
+    struct region *g = new_region();
+    if (!g) return CUDA_ERROR_OUT_OF_MEMORY;
+    g->va = ptr;
+    g->size = size;
+    g->host = allocations[i].host;
+    g->alloc = i;
+    g->access = 0;
+    g->broken = is("reads_zeros") && ptr != v->base;
+    allocations[i].refs++;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    int removed = 0;
+    for (int k = 0; k < MAX_REGIONS; k++) {
+        struct region *g = &regions[k];
+        if (!g->used || g->alloc < 0 || !(g->va < ptr + size && ptr < g->va + g->size)) continue;
+        if (g->va < ptr || g->va + g->size > ptr + size) return CUDA_ERROR_INVALID_VALUE; /* partial overlap */
+    }
+    for (int k = 0; k < MAX_REGIONS; k++) {
+        struct region *g = &regions[k];
+        if (!g->used || g->alloc < 0 || g->va < ptr || g->va + g->size > ptr + size) continue;
+        int a = g->alloc;
+        memset(g, 0, sizeof *g);
+        drop_alloc(a);
+        removed++;
+    }
+    return removed ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+#ifndef FAKE_OLD_DRIVER
+EXPORT
+#else
+static __attribute__((unused))
+#endif
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count) {
+    CUresult r = need_ctx();
+    if (r) return r;
+    if (!desc || count == 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < count; i++) {
+        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+        if (desc[i].location.u.id < 0 || desc[i].location.u.id >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+        if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE && desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    struct reservation *v = find_reservation(ptr);
+    if (!v) return CUDA_ERROR_INVALID_VALUE;
+    if (is("offset_access_fails") && ptr != v->base) return CUDA_ERROR_INVALID_VALUE;
+    /* The whole range must be mapped, without holes. */
+    for (CUdeviceptr va = ptr; va < ptr + size;) {
+        struct region *g = find_region(va);
+        if (!g || g->alloc < 0) return CUDA_ERROR_INVALID_VALUE;
+        va = g->va + g->size;
+    }
+    for (CUdeviceptr va = ptr; va < ptr + size;) {
+        struct region *g = find_region(va);
+        g->access = 1;
+        va = g->va + g->size;
+    }
+    return CUDA_SUCCESS;
+}

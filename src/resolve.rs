@@ -72,6 +72,15 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
             });
         }
     };
+    let switch = backend_switch(k, req, backend).ok_or_else(|| crate::Error::Refused {
+        reasons: vec![format!(
+            "llama.cpp build {} declares none of the {} backend options gpuprobe knows ({}); \
+             plan for a newer llama.cpp, or pass --llama-cpp DIR with the tree you build",
+            req.llama.effective_build(&k.options),
+            backend.name(),
+            switch_names(backend).join(", ")
+        )],
+    })?;
     if units.is_empty() {
         return Err(crate::Error::Environment {
             message: format!("no {} device or target to plan for", backend.name()),
@@ -262,7 +271,7 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
         ));
     }
 
-    let groups = group(k, req, backend, mode, planned);
+    let groups = group(k, req, backend, switch, mode, planned);
     for (name, value) in report
         .map(|r| r.environment.clone())
         .unwrap_or_default()
@@ -620,6 +629,7 @@ fn group(
     k: &Knowledge,
     req: &Request<'_>,
     backend: Backend,
+    switch: &'static str,
     mode: Mode,
     planned: Vec<Planned>,
 ) -> Vec<Group> {
@@ -673,7 +683,7 @@ fn group(
         let n = names.entry(base.clone()).or_insert(0);
         *n += 1;
         g.name = if *n == 1 { base } else { format!("{base}-{n}") };
-        let mut head = base_flags(k, req, backend, mode, &g.targets);
+        let mut head = base_flags(k, req, backend, switch, mode, &g.targets);
         head.append(&mut g.flags);
         g.flags = head;
     }
@@ -722,6 +732,7 @@ fn base_flags(
     k: &Knowledge,
     req: &Request<'_>,
     backend: Backend,
+    switch: &'static str,
     mode: Mode,
     targets: &[String],
 ) -> Vec<Flag> {
@@ -729,7 +740,7 @@ fn base_flags(
     let explicit = "explicit architectures: never `native`, which finds nothing on a GPU-less build machine (Q19)";
     match backend {
         Backend::Hip => {
-            flags.push(flag("GGML_HIP", "ON", "build the HIP (ROCm) backend"));
+            flags.push(flag(switch, "ON", "build the HIP (ROCm) backend"));
             let var = if req.llama.declares(&k.options, "GPU_TARGETS")
                 || !req.llama.declares(&k.options, "AMDGPU_TARGETS")
             {
@@ -745,7 +756,7 @@ fn base_flags(
             });
         }
         Backend::Cuda => {
-            flags.push(flag("GGML_CUDA", "ON", "build the CUDA backend"));
+            flags.push(flag(switch, "ON", "build the CUDA backend"));
             let archs: Vec<&str> = targets
                 .iter()
                 .map(|t| k.targets.get(t).map_or(t.as_str(), |t| t.cmake_name()))
@@ -767,6 +778,21 @@ fn base_flags(
     }
     flags.push(flag("CMAKE_BUILD_TYPE", "Release", "optimised build"));
     flags
+}
+
+/// Backend switches by era: `GGML_HIPBLAS` was renamed `GGML_HIP` at build 4080.
+fn switch_names(backend: Backend) -> &'static [&'static str] {
+    match backend {
+        Backend::Hip => &["GGML_HIP", "GGML_HIPBLAS"],
+        Backend::Cuda => &["GGML_CUDA"],
+    }
+}
+
+fn backend_switch(k: &Knowledge, req: &Request<'_>, backend: Backend) -> Option<&'static str> {
+    switch_names(backend)
+        .iter()
+        .copied()
+        .find(|n| req.llama.declares(&k.options, n))
 }
 
 fn flag(name: &str, value: &str, reason: &str) -> Flag {

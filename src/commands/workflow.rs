@@ -714,14 +714,15 @@ mod diff {
                     ops.push(Op::Same);
                     i += 1;
                     j += 1;
-                } else if j < mb.len()
-                    && (i == ma.len() || lcs[i * w + j + 1] >= lcs[(i + 1) * w + j])
+                } else if i < ma.len()
+                    && (j == mb.len() || lcs[(i + 1) * w + j] >= lcs[i * w + j + 1])
                 {
-                    ops.push(Op::Add);
-                    j += 1;
-                } else {
+                    // Deletions first, so a changed line reads `-old` then `+new`.
                     ops.push(Op::Del);
                     i += 1;
+                } else {
+                    ops.push(Op::Add);
+                    j += 1;
                 }
             }
         }

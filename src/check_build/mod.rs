@@ -1,0 +1,520 @@
+//! `gpuprobe check-build`: judge an existing llama.cpp build against this machine.
+//!
+//! The build describes itself ([`parse`]: `--version`, `--list-devices`, startup logs); the
+//! machine is probed or read from a saved report; the resolver says what gpuprobe would build
+//! here; [`judge`] compares the two and turns every difference, and every quirk that applies at
+//! run time, into a finding with a level, a reason and a fix. [`runner`] runs a binary safely.
+
+pub mod judge;
+pub mod parse;
+pub mod runner;
+
+use serde::Serialize;
+
+pub use judge::{BuildNumber, Finding, Level, Machine, PlanSummary, VmmVerdict};
+pub use parse::BuildFacts;
+pub use runner::Invocation;
+
+use crate::profiles::Knowledge;
+use crate::quirks::Os;
+use crate::report::Report;
+
+/// Bumped when a field changes meaning or disappears; additions keep the number.
+pub const SCHEMA: &str = "gpuprobe.check-build/v1";
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckReport {
+    pub schema: &'static str,
+    pub gpuprobe_version: &'static str,
+    pub input: InputInfo,
+    /// What the build is, as judged (derived from `extracted` and the options).
+    pub build: BuildSummary,
+    /// Everything recognised in the build's output, as found.
+    pub extracted: BuildFacts,
+    /// What the output did not show, and how to get it.
+    pub not_found: Vec<Missing>,
+    pub machine: MachineSummary,
+    /// What gpuprobe would build for this machine (or for the build's own devices).
+    pub plan: Option<PlanSummary>,
+    pub findings: Vec<Finding>,
+    pub summary: Summary,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InputInfo {
+    /// `binary` or `log`.
+    pub kind: String,
+    pub path: String,
+    /// The binary's runs (empty for a log).
+    pub runs: Vec<Invocation>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BuildSummary {
+    pub number: BuildNumber,
+    pub commit: Option<String>,
+    pub semver: Option<String>,
+    /// The GPU backend judged: `CUDA`, `ROCm`, `MUSA`, `Vulkan`, ...; None for CPU-only or unknown.
+    pub backend: Option<String>,
+    pub backends: Vec<String>,
+    pub cpu_only: bool,
+    pub vmm: VmmVerdict,
+    /// `ARCHS` of a CUDA build (`__CUDA_ARCH_LIST__`: 900 = sm_90).
+    pub archs: Option<Vec<u32>>,
+    pub flags: Flags,
+}
+
+/// Compile-time features visible in system_info (None: not printed).
+#[derive(Debug, Clone, Serialize)]
+pub struct Flags {
+    pub no_vmm: Option<bool>,
+    pub no_peer_copy: Option<bool>,
+    pub force_mmq: Option<bool>,
+    pub force_cublas: Option<bool>,
+    pub fa_all_quants: Option<bool>,
+    /// CUDA graphs (printed by CUDA builds only; HIP graphs never show).
+    pub use_graphs: Option<bool>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Missing {
+    pub what: String,
+    pub how: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MachineSummary {
+    /// `probe`, `report FILE`, or `none`.
+    pub source: String,
+    pub os: String,
+    pub devices: Vec<MachineDevice>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MachineDevice {
+    pub index: u32,
+    pub backend: crate::report::Backend,
+    pub name: String,
+    pub arch: String,
+    pub vmm_supported: Option<bool>,
+    pub smoke: String,
+    pub smoke_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub errors: usize,
+    pub warnings: usize,
+    pub infos: usize,
+    /// 0: no problems (info findings only); 1: warnings or errors.
+    pub exit_code: i32,
+}
+
+pub struct Options<'a> {
+    pub knowledge: &'a Knowledge,
+    pub machine: Option<Machine<'a>>,
+    /// `--llama-build N`: overrides what the build reports.
+    pub llama_build: Option<u64>,
+    pub os: Os,
+    pub env_set: Vec<String>,
+    /// `--from FILE`, for the cmake-flags command shown in fixes.
+    pub report_path: Option<String>,
+}
+
+/// Judges `text` (the build's output) and returns the whole report. Never fails: unknown or
+/// partial text gives a report that says what was and was not found.
+pub fn check(
+    text: &str,
+    input: InputInfo,
+    mut extra: Vec<Finding>,
+    opts: &Options<'_>,
+) -> CheckReport {
+    let facts = parse::parse(text);
+    let number = match (opts.llama_build, facts.version.build) {
+        (Some(n), _) => BuildNumber {
+            value: Some(n),
+            source: "--llama-build".into(),
+        },
+        (None, Some(n)) => BuildNumber {
+            value: Some(n),
+            source: facts
+                .version
+                .source
+                .clone()
+                .map_or("output".into(), |s| format!("{s} line")),
+        },
+        (None, None) => BuildNumber {
+            value: None,
+            source: "unknown".into(),
+        },
+    };
+    let backend = facts.gpu_backend().map(str::to_string);
+    let script_hint = script_hint(number.value, backend.as_deref(), opts);
+    let judged = judge::judge(&judge::Input {
+        facts: &facts,
+        build: number.clone(),
+        knowledge: opts.knowledge,
+        machine: opts.machine.clone(),
+        os: opts.os,
+        env_set: opts.env_set.clone(),
+        script_hint,
+    });
+    let mut findings = judged.findings;
+    findings.append(&mut extra);
+    findings.sort_by(|a, b| b.level.cmp(&a.level));
+    let count = |l: Level| findings.iter().filter(|f| f.level == l).count();
+    let (errors, warnings, infos) = (
+        count(Level::Error),
+        count(Level::Warning),
+        count(Level::Info),
+    );
+    let summary = Summary {
+        errors,
+        warnings,
+        infos,
+        exit_code: if errors + warnings > 0 {
+            crate::error::exit::PROBLEM
+        } else {
+            crate::error::exit::OK
+        },
+    };
+    let flags = Flags {
+        no_vmm: facts.feature_flag("NO_VMM"),
+        no_peer_copy: facts.feature_flag("NO_PEER_COPY"),
+        force_mmq: facts.feature_flag("FORCE_MMQ").or(facts.init_force_mmq),
+        force_cublas: facts
+            .feature_flag("FORCE_CUBLAS")
+            .or(facts.init_force_cublas),
+        fa_all_quants: facts
+            .feature_flag("FA_ALL_QUANTS")
+            .map(|b| b || facts.cuda_registry().and_then(|r| r.get("FA_QUANTS")) == Some("all")),
+        use_graphs: facts
+            .registries
+            .iter()
+            .find(|r| r.name == "CUDA")
+            .map(|r| r.has("USE_GRAPHS")),
+    };
+    let build = BuildSummary {
+        number,
+        commit: facts.version.commit.clone(),
+        semver: facts.version.semver.clone(),
+        backend,
+        backends: facts.backends.clone(),
+        cpu_only: facts.cpu_only(),
+        vmm: judged.vmm,
+        archs: facts.cuda_archs(),
+        flags,
+    };
+    let machine = match &opts.machine {
+        Some(m) => MachineSummary {
+            source: m.label.clone(),
+            os: m.report.host.os.clone(),
+            devices: m
+                .report
+                .devices
+                .iter()
+                .map(|d| MachineDevice {
+                    index: d.index,
+                    backend: d.backend,
+                    name: d.name.clone(),
+                    arch: d.arch.clone(),
+                    vmm_supported: d.vmm_supported,
+                    smoke: d.smoke.outcome.as_str().to_string(),
+                    smoke_reason: d.smoke.reason.clone(),
+                })
+                .collect(),
+        },
+        None => MachineSummary {
+            source: "none".into(),
+            os: opts.os.as_str().into(),
+            devices: Vec::new(),
+        },
+    };
+    CheckReport {
+        schema: SCHEMA,
+        gpuprobe_version: env!("CARGO_PKG_VERSION"),
+        not_found: missing(&facts, &input),
+        input,
+        build,
+        extracted: facts,
+        machine,
+        plan: judged.plan,
+        findings,
+        summary,
+    }
+}
+
+/// `gpuprobe cmake-flags ...` for the commented build script matching this machine.
+fn script_hint(build: Option<u64>, backend: Option<&str>, opts: &Options<'_>) -> String {
+    let mut s = "gpuprobe cmake-flags".to_string();
+    if let Some(p) = &opts.report_path {
+        s.push_str(&format!(" --from {}", crate::emit::sh_quote(p)));
+    } else if opts.machine.is_none() {
+        s.push_str(" --targets <your GPUs>");
+    }
+    match backend {
+        Some("CUDA") => s.push_str(" --backend cuda"),
+        Some("ROCm") => s.push_str(" --backend hip"),
+        _ => {}
+    }
+    if let Some(b) = build {
+        s.push_str(&format!(" --llama-build {b}"));
+    }
+    s.push_str(" > build.sh");
+    s
+}
+
+fn missing(f: &BuildFacts, input: &InputInfo) -> Vec<Missing> {
+    let mut m = Vec::new();
+    if f.version.line.is_none() {
+        m.push(Missing { what: "version and build number".into(), how: "`llama-cli --version` prints them (to stderr: capture with 2>&1); or pass --llama-build N".into() });
+    }
+    let family = f
+        .gpu_backend()
+        .is_some_and(|b| parse::CUDA_FAMILY.contains(&b));
+    if (family || f.gpu_backend().is_none())
+        && !f
+            .devices
+            .iter()
+            .any(|d| parse::CUDA_FAMILY.contains(&d.backend.as_str()))
+        && !f.cpu_only()
+    {
+        m.push(Missing {
+            what: "per-device lines (`Device 0: ..., VMM: yes/no`)".into(),
+            how: if input.kind == "binary" {
+                "the program printed none, even with --verbose --list-devices".into()
+            } else {
+                "`llama-cli --verbose --list-devices` prints them (newer builds need --verbose)"
+                    .into()
+            },
+        });
+    }
+    if !f.list_seen && f.listed.is_empty() {
+        m.push(Missing {
+            what: "the device list (`Available devices:`)".into(),
+            how: "`llama-cli --list-devices` prints it".into(),
+        });
+    }
+    if f.registries.is_empty() && !f.cpu_only() {
+        m.push(Missing {
+            what: "system_info features (NO_VMM, ARCHS, NO_PEER_COPY, FORCE_MMQ...)".into(),
+            how: "`--version` and `--list-devices` do not print them; `llama-server -lv 4 -m MODEL.gguf` prints them before loading the model (and llama-completion/llama-bench logs have them): pass that log with --log".into(),
+        });
+    }
+    m
+}
+
+fn yes_no(b: Option<bool>) -> &'static str {
+    match b {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "?",
+    }
+}
+
+/// The human report.
+pub fn render(r: &CheckReport) -> String {
+    let mut o = String::new();
+    o.push_str(&format!(
+        "gpuprobe check-build: {} ({})\n",
+        r.input.path, r.input.kind
+    ));
+    for run in &r.input.runs {
+        o.push_str(&format!(
+            "  ran {}: {} in {:.1} s\n",
+            if run.args.is_empty() {
+                "(no args)".into()
+            } else {
+                run.args.join(" ")
+            },
+            run.status,
+            run.elapsed_ms as f64 / 1000.0
+        ));
+    }
+    o.push_str("\nllama.cpp build\n");
+    let b = &r.build;
+    let v = &r.extracted.version;
+    let number = match (b.number.value, v.reported_build) {
+        (Some(n), _) if b.number.source == "--llama-build" => {
+            format!("build {n} (from --llama-build)")
+        }
+        (Some(n), _) => format!("build {n}"),
+        (None, Some(0)) => "build unknown (it prints build 0: built without git)".into(),
+        (None, _) => "build unknown".into(),
+    };
+    let mut ver = Vec::new();
+    if let Some(s) = &b.semver {
+        ver.push(s.clone());
+    }
+    ver.push(number);
+    ver.push(format!(
+        "commit {}",
+        b.commit.as_deref().unwrap_or("unknown")
+    ));
+    o.push_str(&format!("  version     {}\n", ver.join(", ")));
+    if let (Some(c), Some(t)) = (&v.compiler, &v.target) {
+        o.push_str(&format!("  built with  {c} for {t}\n"));
+    }
+    let backend = match (&b.backend, b.cpu_only) {
+        (Some(x), _) => {
+            let others: Vec<&String> = b.backends.iter().filter(|o| *o != x).collect();
+            if others.is_empty() {
+                x.clone()
+            } else {
+                format!(
+                    "{x} (also {})",
+                    others
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        }
+        (None, true) => "none: CPU only (no GPU device listed)".into(),
+        (None, false) => "unknown".into(),
+    };
+    o.push_str(&format!("  backend     {backend}\n"));
+    let mut first = true;
+    for d in &r.extracted.devices {
+        let mut line = format!("{}{} {}", d.backend, d.index, d.name);
+        if let Some(a) = &d.arch {
+            line.push_str(&format!("  {a}"));
+        } else if let Some(cc) = &d.compute_capability {
+            line.push_str(&format!("  cc {cc}"));
+        }
+        if d.vmm.is_some() {
+            line.push_str(&format!("  VMM: {}", yes_no(d.vmm)));
+        }
+        if let Some(w) = d.wave_size {
+            line.push_str(&format!("  wave {w}"));
+        }
+        if let Some(m) = d.vram_mib {
+            line.push_str(&format!("  {m} MiB"));
+        }
+        o.push_str(&format!(
+            "  {}  {line}\n",
+            if first { "devices   " } else { "          " }
+        ));
+        first = false;
+    }
+    if r.extracted.devices.is_empty() {
+        for d in r.extracted.listed.iter().filter(|d| d.gpu) {
+            let mem = d
+                .total_mib
+                .map(|m| format!("  {m} MiB"))
+                .unwrap_or_default();
+            o.push_str(&format!(
+                "  {}  {}: {}{mem}\n",
+                if first { "devices   " } else { "          " },
+                d.name,
+                d.description
+            ));
+            first = false;
+        }
+    }
+    if first && b.backend.is_some() {
+        o.push_str("  devices     none listed\n");
+    }
+    let vmm = match b.vmm.compiled {
+        Some(true) => "compiled in",
+        Some(false) => "compiled out (legacy pool)",
+        None => "unknown",
+    };
+    o.push_str(&format!("  VMM pool    {vmm}: {}\n", b.vmm.evidence));
+    for reg in &r.extracted.registries {
+        if reg.name == "CPU" {
+            continue;
+        }
+        let feats: Vec<String> = reg
+            .features
+            .iter()
+            .map(|f| format!("{} = {}", f.key, f.value))
+            .collect();
+        o.push_str(&format!(
+            "  features    {} : {}\n",
+            reg.name,
+            feats.join(" | ")
+        ));
+    }
+    for m in &r.not_found {
+        o.push_str(&format!("  not found   {}: {}\n", m.what, m.how));
+    }
+
+    o.push_str(&format!("\nthis machine ({})\n", r.machine.source));
+    if r.machine.devices.is_empty() {
+        o.push_str(if r.machine.source == "none" {
+            "  not probed (--no-probe): judged from the build's output and the quirk database\n"
+        } else {
+            "  no GPU found\n"
+        });
+    }
+    for d in &r.machine.devices {
+        o.push_str(&format!(
+            "  {}{} {}  {}  VMM attribute {}  smoke {}\n",
+            d.backend.name(),
+            d.index,
+            d.name,
+            d.arch,
+            yes_no(d.vmm_supported),
+            d.smoke
+        ));
+    }
+    if let Some(p) = &r.plan {
+        for g in &p.groups {
+            o.push_str(&format!(
+                "  gpuprobe would build ({}): {}\n",
+                g.targets.join(", "),
+                g.cmake_args.join(" ")
+            ));
+        }
+    }
+
+    o.push_str("\nfindings\n");
+    if r.findings.is_empty() {
+        o.push_str("  none\n");
+    }
+    for f in &r.findings {
+        o.push_str(&format!("  {:<8} {}", f.level.as_str(), f.title));
+        if !f.devices.is_empty() {
+            o.push_str(&format!(" [{}]", f.devices.join("; ")));
+        }
+        o.push('\n');
+        o.push_str(&format!("           why: {}\n", f.reason));
+        if let Some(fix) = &f.fix {
+            o.push_str(&format!("           fix: {fix}\n"));
+        }
+        if !f.quirks.is_empty() {
+            o.push_str(&format!(
+                "           quirks: {} (gpuprobe quirks show ID)\n",
+                f.quirks.join(", ")
+            ));
+        }
+    }
+    let s = &r.summary;
+    o.push_str(&format!(
+        "\n{} error(s), {} warning(s), {} info: {}\n",
+        s.errors,
+        s.warnings,
+        s.infos,
+        if s.exit_code == 0 {
+            "no problems (exit 0)"
+        } else {
+            "problems found (exit 1)"
+        }
+    ));
+    o
+}
+
+/// The machine from a report, for [`Options`].
+pub fn machine_from(
+    report: &Report,
+    mode: crate::plan::Mode,
+    label: impl Into<String>,
+) -> Machine<'_> {
+    Machine {
+        report,
+        mode,
+        label: label.into(),
+    }
+}

@@ -1,0 +1,463 @@
+//! Running a llama.cpp binary to read what it says about itself: `--version` and
+//! `--list-devices`, each in an isolated child (own process group, timeout, killed with its
+//! children, never outliving gpuprobe) through the probe orchestrator.
+//!
+//! A llama.cpp binary prints some of this on stdout and some on stderr, interleaved (device
+//! lines on stderr, `Available devices:` on stdout); both go to one file in the order written,
+//! so nothing is cut to the orchestrator's tail and the order is kept. The file is capped.
+
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::judge::{Finding, Level};
+use super::parse;
+use crate::error::Error;
+use crate::probe::orchestrator::{self, Exit};
+
+/// At most this much output is kept from one run.
+const MAX_OUTPUT: u64 = 8 << 20;
+
+/// One run of the binary.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Invocation {
+    pub args: Vec<String>,
+    /// `exit 0`, `exit 1`, `signal 11 (SIGSEGV)`, `timed out after 30 s`, `not started: ...`.
+    pub status: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub elapsed_ms: u64,
+    /// The last lines it printed (stdout and stderr together).
+    pub output_tail: Vec<String>,
+    #[serde(skip)]
+    pub output: String,
+}
+
+impl Invocation {
+    pub fn ok(&self) -> bool {
+        self.exit_code == Some(0)
+    }
+    pub fn command(&self, binary: &Path) -> String {
+        let mut s = binary.display().to_string();
+        for a in &self.args {
+            s.push(' ');
+            s.push_str(a);
+        }
+        s
+    }
+}
+
+/// What running the binary produced: the text to parse, each run, and findings about the runs.
+#[derive(Debug, Clone)]
+pub struct BinaryOutput {
+    pub text: String,
+    pub runs: Vec<Invocation>,
+    pub findings: Vec<Finding>,
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+fn temp_path() -> PathBuf {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    std::env::temp_dir().join(format!(
+        "gpuprobe-check-build-{}-{n}-{nanos}.out",
+        std::process::id()
+    ))
+}
+
+/// Runs `binary args...` with both output streams into one capped file, under `timeout`.
+pub fn run(binary: &Path, args: &[&str], timeout: Duration) -> Invocation {
+    let args_owned: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let out_path = temp_path();
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&out_path);
+    if let Err(e) = created {
+        return Invocation {
+            args: args_owned,
+            status: format!("not started: cannot create {}: {e}", out_path.display()),
+            exit_code: None,
+            signal: None,
+            timed_out: false,
+            elapsed_ms: 0,
+            output_tail: Vec::new(),
+            output: String::new(),
+        };
+    }
+    // `ulimit -f` caps the file (in 512- or 1024-byte blocks, depending on the shell).
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg("ulimit -f 16384 2>/dev/null; out=$1; shift; exec \"$@\" >\"$out\" 2>&1")
+        .arg("gpuprobe-check-build")
+        .arg(&out_path)
+        .arg(binary)
+        .args(args);
+    let outcome = orchestrator::run(cmd, timeout);
+    let mut output = String::new();
+    if let Ok(f) = std::fs::File::open(&out_path) {
+        let mut bytes = Vec::new();
+        let _ = f.take(MAX_OUTPUT).read_to_end(&mut bytes);
+        output = decode(&bytes);
+    }
+    let _ = std::fs::remove_file(&out_path);
+    // What the shell itself said (exec failures), and stray stdout, go after the output.
+    for l in outcome.garbage.iter().chain(&outcome.stderr_tail) {
+        if !l.trim().is_empty() {
+            output.push_str(l);
+            output.push('\n');
+        }
+    }
+    let (status, exit_code, signal, timed_out) = match &outcome.exit {
+        Exit::Code(c) => (format!("exit {c}"), Some(*c), None, false),
+        Exit::Signal(s) => (
+            format!("signal {s} ({})", orchestrator::signal_name(*s)),
+            None,
+            Some(*s),
+            false,
+        ),
+        Exit::TimedOut => (
+            format!("timed out after {} s and was killed", fmt_secs(timeout)),
+            None,
+            None,
+            true,
+        ),
+        Exit::SpawnFailed(e) => (format!("not started: {e}"), None, None, false),
+    };
+    let lines: Vec<&str> = output.lines().filter(|l| !l.trim().is_empty()).collect();
+    let output_tail = lines[lines.len().saturating_sub(12)..]
+        .iter()
+        .map(|l| l.chars().take(300).collect())
+        .collect();
+    Invocation {
+        args: args_owned,
+        status,
+        exit_code,
+        signal,
+        timed_out,
+        elapsed_ms: outcome.elapsed.as_millis() as u64,
+        output_tail,
+        output,
+    }
+}
+
+fn fmt_secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0}")
+    } else {
+        format!("{s:.1}")
+    }
+}
+
+/// Text from a file or a process: UTF-8 (lossy), or UTF-16 with a byte-order mark (what
+/// PowerShell's `>` writes on Windows); carriage returns are dropped.
+pub fn decode(bytes: &[u8]) -> String {
+    let text = if bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]) {
+        let le = bytes[0] == 0xFF;
+        let units: Vec<u16> = bytes[2..]
+            .chunks_exact(2)
+            .map(|c| {
+                if le {
+                    u16::from_le_bytes([c[0], c[1]])
+                } else {
+                    u16::from_be_bytes([c[0], c[1]])
+                }
+            })
+            .collect();
+        String::from_utf16_lossy(&units)
+    } else {
+        let b = bytes.strip_prefix(&[0xEF, 0xBB, 0xBF]).unwrap_or(bytes);
+        String::from_utf8_lossy(b).into_owned()
+    };
+    text.replace('\r', "")
+}
+
+/// Finds the program: a path, or a bare name on PATH. Exit-2 errors name the input and the fix.
+pub fn locate(binary: &Path) -> Result<PathBuf, Error> {
+    let shown = binary.display().to_string();
+    let input = format!("--binary {shown}");
+    let path = if binary.components().count() == 1 && !binary.exists() {
+        which::which(binary).map_err(|_| {
+            Error::input(
+                &input,
+                "no such file, and no program of that name on PATH",
+                "pass the path of a llama.cpp program, e.g. --binary build/bin/llama-cli",
+            )
+        })?
+    } else {
+        binary.to_path_buf()
+    };
+    // The shell looks a bare name up on PATH: make a relative path explicit.
+    let path = if path.is_relative() {
+        std::env::current_dir()
+            .map(|d| d.join(&path))
+            .unwrap_or(path)
+    } else {
+        path
+    };
+    let meta = std::fs::metadata(&path).map_err(|e| {
+        let fix = if e.kind() == std::io::ErrorKind::NotFound {
+            "check the path; llama.cpp puts its programs in <build dir>/bin (e.g. build/bin/llama-cli)"
+        } else {
+            "check the path and its permissions"
+        };
+        Error::input(&input, format!("cannot read: {e}"), fix)
+    })?;
+    if meta.is_dir() {
+        let candidates: Vec<String> = [
+            "llama-cli",
+            "bin/llama-cli",
+            "llama-server",
+            "bin/llama-server",
+            "llama",
+            "bin/llama",
+        ]
+        .iter()
+        .map(|c| path.join(c))
+        .filter(|p| p.is_file())
+        .map(|p| p.display().to_string())
+        .collect();
+        let fix = match candidates.first() {
+            Some(c) => format!("pass the program, e.g. --binary {c}"),
+            None => "pass a llama.cpp program (llama-cli, llama-server), not a folder".into(),
+        };
+        return Err(Error::input(&input, "is a directory", fix));
+    }
+    if meta.permissions().mode() & 0o111 == 0 {
+        return Err(Error::input(
+            &input,
+            "is not executable",
+            format!(
+                "pass the llama.cpp program itself, or make it executable (chmod +x {shown}); to judge saved output use --log FILE"
+            ),
+        ));
+    }
+    Ok(path)
+}
+
+fn first_line(s: &str) -> String {
+    s.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("")
+        .chars()
+        .take(300)
+        .collect()
+}
+
+/// Runs `--version` and `--list-devices` (and `--verbose --list-devices` when the device lines
+/// are needed and not printed otherwise). Errors (exit 2) when the program cannot be run or is
+/// not llama.cpp; a hang or crash while listing devices is a finding.
+pub fn examine(binary: &Path, timeout: Duration) -> Result<BinaryOutput, Error> {
+    let path = locate(binary)?;
+    let input = format!("--binary {}", binary.display());
+    let mut runs = Vec::new();
+    let mut findings = Vec::new();
+
+    let version = run(&path, &["--version"], timeout);
+    let out = version.output.clone();
+    if let Some(e) = version.status.strip_prefix("not started: ") {
+        return Err(Error::input(
+            &input,
+            format!("cannot be started: {e}"),
+            "check that it is a program for this machine",
+        ));
+    }
+    if version.timed_out {
+        return Err(Error::input(
+            &input,
+            format!(
+                "`--version` did not finish within {} s and was killed",
+                fmt_secs(timeout)
+            ),
+            "check that this is a llama.cpp program (llama-cli, llama-server); if GPU start-up is that slow here, raise --timeout",
+        ));
+    }
+    if out.contains("error while loading shared libraries") {
+        return Err(Error::input(
+            &input,
+            format!(
+                "cannot be run: {}",
+                first_line(
+                    out.lines()
+                        .find(|l| l.contains("error while loading shared libraries"))
+                        .unwrap_or(&out)
+                )
+            ),
+            "run it where its libraries are found: keep it next to libllama/libggml*, or set LD_LIBRARY_PATH to the folder that holds them",
+        ));
+    }
+    if matches!(version.exit_code, Some(126) | Some(127)) {
+        return Err(Error::input(
+            &input,
+            format!("cannot be run ({}): {}", version.status, first_line(&out)),
+            "check that it is a program built for this machine (`file` shows its architecture)",
+        ));
+    }
+    let facts = parse::parse(&out);
+    if facts.version.line.is_none() {
+        let said = first_line(&out);
+        let what = if let Some(s) = version.signal {
+            format!(
+                "`--version` crashed ({}) before printing a version",
+                orchestrator::signal_name(s)
+            )
+        } else if said.is_empty() {
+            format!("`--version` printed nothing ({})", version.status)
+        } else {
+            format!(
+                "`--version` printed no llama.cpp version line ({}); it said: {said}",
+                version.status
+            )
+        };
+        return Err(Error::input(
+            &input,
+            what,
+            "pass a llama.cpp program (llama-cli, llama-server, llama-bench...), or judge saved output with --log FILE",
+        ));
+    }
+    let mut text = out;
+    runs.push(version);
+
+    let mut prefix: Vec<&str> = Vec::new();
+    let mut list = run(&path, &["--list-devices"], timeout);
+    if list.output.contains("unknown command") {
+        // The unified `llama` program takes a subcommand first.
+        runs.push(list);
+        prefix.push("cli");
+        list = run(&path, &["cli", "--list-devices"], timeout);
+    }
+    let list_cmd = list.command(binary);
+    if list.timed_out {
+        findings.push(
+            Finding::new(
+                "list-devices-hang",
+                Level::Error,
+                "listing the devices hangs",
+                format!(
+                    "`{list_cmd}` did not finish within {} s and was killed: initialising the GPU backend hangs on this machine, so llama.cpp would hang at start-up too",
+                    fmt_secs(timeout)
+                ),
+            )
+            .fix("look at the kernel log (`dmesg`) for GPU faults and run `gpuprobe detect`; if start-up is only slow here, raise --timeout"),
+        );
+    } else if let Some(sig) = list.signal {
+        findings.push(
+            Finding::new(
+                "list-devices-crash",
+                Level::Error,
+                "listing the devices crashes",
+                format!(
+                    "`{list_cmd}` died with {} while initialising the backends{}",
+                    orchestrator::signal_name(sig),
+                    list.output_tail.last().map(|l| format!("; last line: {l}")).unwrap_or_default()
+                ),
+            )
+            .fix("run `gpuprobe detect`: a crash at driver initialisation (e.g. quirk Q10) affects every GPU program; check the driver and runtime versions"),
+        );
+    } else if !list.ok() {
+        let unsupported = [
+            "invalid argument",
+            "unknown argument",
+            "unrecognized",
+            "unknown option",
+        ]
+        .iter()
+        .any(|m| list.output.contains(m));
+        if unsupported {
+            findings.push(Finding::new(
+                "list-devices-unsupported",
+                Level::Info,
+                "this build does not know --list-devices",
+                format!("`{list_cmd}` answered: {}", first_line(&list.output)),
+            ));
+        } else {
+            findings.push(
+                Finding::new(
+                    "list-devices-failed",
+                    Level::Warning,
+                    "listing the devices failed",
+                    format!(
+                        "`{list_cmd}` ended with {}{}",
+                        list.status,
+                        list.output_tail
+                            .last()
+                            .map(|l| format!("; last line: {l}"))
+                            .unwrap_or_default()
+                    ),
+                )
+                .fix("run the command yourself to see the whole message; then `gpuprobe detect`"),
+            );
+        }
+    }
+    let list_ok = list.ok();
+    text.push('\n');
+    text.push_str(&list.output);
+    runs.push(list);
+
+    // Since the logs were trimmed (build ~9829) the per-device lines, which carry `VMM: yes/no`,
+    // need --verbose; ask for them when a CUDA-family device was listed without them.
+    let facts = parse::parse(&text);
+    let family = facts
+        .gpu_backend()
+        .filter(|b| parse::CUDA_FAMILY.contains(b))
+        .map(str::to_string);
+    if list_ok
+        && let Some(b) = family
+        && !facts.devices.iter().any(|d| d.backend == b)
+    {
+        let mut args = prefix.clone();
+        args.extend(["--verbose", "--list-devices"]);
+        let verbose = run(&path, &args, timeout);
+        if verbose.timed_out {
+            findings.push(
+                Finding::new(
+                    "list-devices-hang",
+                    Level::Error,
+                    "listing the devices with --verbose hangs",
+                    format!(
+                        "`{}` did not finish within {} s and was killed",
+                        verbose.command(binary),
+                        fmt_secs(timeout)
+                    ),
+                )
+                .fix("look at the kernel log (`dmesg`) for GPU faults and run `gpuprobe detect`"),
+            );
+        }
+        text.push('\n');
+        text.push_str(&verbose.output);
+        runs.push(verbose);
+    }
+    Ok(BinaryOutput {
+        text,
+        runs,
+        findings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_utf16_with_bom() {
+        let s = "version: 4579 (abc1234)\r\n";
+        let mut b = vec![0xFF, 0xFE];
+        for u in s.encode_utf16() {
+            b.extend(u.to_le_bytes());
+        }
+        assert_eq!(decode(&b), "version: 4579 (abc1234)\n");
+        assert_eq!(decode(b"\xEF\xBB\xBFhi\r\n"), "hi\n");
+    }
+}

@@ -147,15 +147,7 @@ fn emitted_flags_are_declared_in_at_least_ten_real_builds() {
             vec![vec!["--llama-build".into(), b.to_string()]]
         };
         for plan in PLANS {
-            for how in [
-                vec!["--llama-build".to_string(), b.to_string()],
-                vec![
-                    "--llama-cpp".to_string(),
-                    tree.display().to_string(),
-                    "--llama-build".to_string(),
-                    b.to_string(),
-                ],
-            ] {
+            for how in &modes {
                 for name in emitted_names(plan, how) {
                     assert!(
                         declared(&text, &name),

@@ -51,7 +51,7 @@ bash scripts/build-probe.sh cuda "$GPUPROBE_CACHE/probe" sm_90
 bash scripts/check-ptx.sh
 
 step "llama.cpp option table is what the real sources say"
-python3 scripts/gen-llama-options.py --sources "$GPUPROBE_LLAMA_SOURCES" --check
+python3 scripts/gen-llama-options.py --src "$GPUPROBE_LLAMA_SOURCES" --check
 
 step "a small real llama.cpp CPU build, for check-build"
 bash scripts/build-llama-cpu.sh "$GPUPROBE_LLAMA_SOURCES/11434" "$GPUPROBE_CACHE/llama-cpu-11434"

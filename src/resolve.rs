@@ -96,9 +96,11 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
         Backend::Hip => req.rocm.clone(),
         Backend::Cuda => req.cuda.clone(),
     };
-    let toolkit = declared
-        .clone()
-        .or_else(|| measured_runtime(report, backend));
+    // Buildability is a question for the toolkit that will compile; runtime quirks are a question
+    // for the runtime the devices were measured with, when there is one.
+    let toolkit = declared.clone();
+    let measured = measured_runtime(report, backend);
+    let runtime = measured.clone().or_else(|| declared.clone());
     if let Some(v) = &toolkit {
         for u in &units {
             if let Some(t) = k.targets.get(&u.arch)
@@ -149,7 +151,7 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
             vendor: u.vendor,
             arch: &u.arch,
             os: Some(req.os),
-            runtime: toolkit.as_ref(),
+            runtime: runtime.as_ref(),
             driver: driver.as_ref(),
             llama_build: if req.llama.checkout.is_some() && req.llama.build.is_none() {
                 None
@@ -302,13 +304,13 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
         },
         toolkit: ToolkitRef {
             name: toolkit_name,
-            version: toolkit.map(|v| v.to_string()),
+            version: toolkit.clone().or(measured.clone()).map(|v| v.to_string()),
             source: if declared.is_some() {
                 match backend {
                     Backend::Hip => req.rocm_source.clone(),
                     Backend::Cuda => req.cuda_source.clone(),
                 }
-            } else if report.is_some() {
+            } else if measured.is_some() {
                 "measured runtime".into()
             } else {
                 "unknown".into()

@@ -161,7 +161,7 @@ pub fn check(
     });
     let mut findings = judged.findings;
     findings.append(&mut extra);
-    findings.sort_by(|a, b| b.level.cmp(&a.level));
+    findings.sort_by_key(|f| std::cmp::Reverse(f.level));
     let count = |l: Level| findings.iter().filter(|f| f.level == l).count();
     let (errors, warnings, infos) = (
         count(Level::Error),

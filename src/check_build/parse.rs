@@ -6,7 +6,8 @@
 //! `ggml_init_cublas:` / `ggml_cuda_init:` headers with or without `(Total VRAM: …)`; device
 //! lines with or without `VMM:`, `Wave Size:` and `VRAM:`; lines behind a log prefix such as
 //! `0.00.187.745 I ` or a launcher's own timestamp. Nothing here fails: what is not recognised
-//! is simply not in the result.
+//! is simply not in the result. Lines that start with `#` are comments (a saved file's header, a
+//! Markdown heading in a pasted report) and are skipped.
 
 use serde::Serialize;
 
@@ -258,6 +259,11 @@ pub fn parse(text: &str) -> BuildFacts {
     let mut version_rank = 0u8;
     for raw in text.lines() {
         let line = raw.trim_end_matches(['\r', ' ', '\t']);
+        // Comment lines (a saved file's header, a Markdown heading of a pasted report) are not
+        // llama.cpp output.
+        if line.trim_start().starts_with('#') {
+            continue;
+        }
         let body = strip_log_prefix(line);
         let before = snapshot(&f);
 
@@ -280,7 +286,13 @@ pub fn parse(text: &str) -> BuildFacts {
         }
         if let Some(e) = parse_init_error(body) {
             add_backend(&mut f, &e.backend);
-            f.init_errors.push(e);
+            if !f
+                .init_errors
+                .iter()
+                .any(|x| x.backend == e.backend && x.message == e.message)
+            {
+                f.init_errors.push(e);
+            }
         }
         if let Some((key, yes)) = parse_init_flag(body) {
             match key {
@@ -288,10 +300,11 @@ pub fn parse(text: &str) -> BuildFacts {
                 _ => f.init_force_cublas = Some(yes),
             }
         }
-        if let Some(name) = parse_loaded_backend(body) {
-            if name != "CPU" && name != "RPC" {
-                add_backend(&mut f, &name);
-            }
+        if let Some(name) = parse_loaded_backend(body)
+            && name != "CPU"
+            && name != "RPC"
+        {
+            add_backend(&mut f, &name);
         }
         if let Some(mut d) = parse_device_line(body, header_backend.as_deref()) {
             d.line = line.trim().to_string();

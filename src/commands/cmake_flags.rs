@@ -112,6 +112,16 @@ impl ParseOs for String {
 }
 
 pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
+    // Usage errors first, before any probing or planning.
+    let github_output = std::env::var_os("GITHUB_OUTPUT").filter(|v| !v.is_empty());
+    if a.format == Format::Github && github_output.is_none() {
+        return Err(crate::Error::input(
+            "--format github",
+            "GITHUB_OUTPUT is not set (not running in GitHub Actions)",
+            "use --format json or shell outside GitHub Actions",
+        )
+        .into());
+    }
     let k = Knowledge::load()?;
     let llama = llama_target(a.llama_cpp.as_deref(), a.llama_build, &k)?;
     let mut rocm = a

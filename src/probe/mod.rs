@@ -379,6 +379,7 @@ fn probe_hip(opts: &ProbeOptions, report: &mut Report) {
         return;
     }
     let mut archs: Vec<String> = gpus.iter().map(|g| g.arch.clone()).collect();
+    archs.sort();
     archs.dedup();
     let program = match hip::probe_program(&archs) {
         hip::ProbeProgram::Ready(p) => p,

@@ -70,7 +70,8 @@ enum Msg {
 pub struct Running {
     child: Child,
     rx: Receiver<Msg>,
-    stderr: Option<std::thread::JoinHandle<Vec<String>>>,
+    stderr: Option<std::thread::JoinHandle<()>>,
+    stderr_tail: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     started: Instant,
     deadline: Instant,
     events: Vec<Value>,
@@ -121,22 +122,26 @@ pub fn spawn(mut cmd: Command, timeout: Duration) -> Result<Running, String> {
         }
         let _ = tx.send(Msg::Eof);
     });
+    // Shared rather than returned: a grandchild that left the group can keep stderr open forever,
+    // and gpuprobe must not wait for it.
+    let stderr_tail = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let tail = std::sync::Arc::clone(&stderr_tail);
     let stderr = std::thread::spawn(move || {
-        let mut tail: Vec<String> = Vec::new();
         let reader = BufReader::new(stderr.take(4 << 20));
         for line in reader.split(b'\n').map_while(Result::ok) {
-            tail.push(String::from_utf8_lossy(&line).trim_end().to_string());
-            if tail.len() > 20 {
-                tail.remove(0);
+            let Ok(mut t) = tail.lock() else { return };
+            t.push(String::from_utf8_lossy(&line).trim_end().to_string());
+            if t.len() > 20 {
+                t.remove(0);
             }
         }
-        tail
     });
     let started = Instant::now();
     Ok(Running {
         child,
         rx,
         stderr: Some(stderr),
+        stderr_tail,
         started,
         deadline: started + timeout,
         events: Vec::new(),
@@ -206,10 +211,19 @@ impl Running {
         while let Ok(m) = self.rx.try_recv() {
             self.take(m);
         }
+        if let Some(h) = self.stderr.take() {
+            let until = Instant::now() + Duration::from_millis(500);
+            while !h.is_finished() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            if h.is_finished() {
+                let _ = h.join();
+            }
+        }
         let stderr_tail = self
-            .stderr
-            .take()
-            .and_then(|h| h.join().ok())
+            .stderr_tail
+            .lock()
+            .map(|t| t.clone())
             .unwrap_or_default();
         Outcome {
             events: std::mem::take(&mut self.events),

@@ -22,7 +22,7 @@ use crate::report::{
     Backend, BackendStatus, Device, Host, PeerResult, Report, Smoke, SmokeOutcome, Vendor,
 };
 use interpret::{device_from_event, smoke_from};
-use orchestrator::{Exit, Outcome, Running};
+use orchestrator::{Outcome, Running};
 
 #[derive(Debug, Clone)]
 pub struct ProbeOptions {
@@ -101,16 +101,7 @@ fn run_devices(make: ChildCommand<'_>, opts: &ProbeOptions) -> BackendRun {
         Err(e) => {
             return BackendRun {
                 hello: None,
-                devices: vec![(
-                    0,
-                    Outcome {
-                        events: vec![],
-                        garbage: vec![],
-                        stderr_tail: vec![],
-                        exit: Exit::SpawnFailed(e),
-                        elapsed: Duration::ZERO,
-                    },
-                )],
+                devices: vec![(0, Outcome::spawn_failed(e))],
             };
         }
     };
@@ -125,13 +116,7 @@ fn run_devices(make: ChildCommand<'_>, opts: &ProbeOptions) -> BackendRun {
     for (i, r) in others {
         let out = match r {
             Ok(r) => r.finish(),
-            Err(e) => Outcome {
-                events: vec![],
-                garbage: vec![],
-                stderr_tail: vec![],
-                exit: Exit::SpawnFailed(e),
-                elapsed: Duration::ZERO,
-            },
+            Err(e) => Outcome::spawn_failed(e),
         };
         devices.push((i, out));
     }
@@ -247,13 +232,7 @@ fn run_peers(make: ChildCommand<'_>, count: u32, opts: &ProbeOptions) -> Vec<Pee
         .map(|(a, b, r)| {
             let out = match r {
                 Ok(r) => r.finish(),
-                Err(e) => Outcome {
-                    events: vec![],
-                    garbage: vec![],
-                    stderr_tail: vec![],
-                    exit: Exit::SpawnFailed(e),
-                    elapsed: Duration::ZERO,
-                },
+                Err(e) => Outcome::spawn_failed(e),
             };
             let smoke = smoke_from(&out, opts.timeout, true);
             match out.event("peer") {

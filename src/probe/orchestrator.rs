@@ -35,6 +35,17 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// A child that could not be started at all.
+    pub fn spawn_failed(why: String) -> Self {
+        Outcome {
+            events: Vec::new(),
+            garbage: Vec::new(),
+            stderr_tail: Vec::new(),
+            exit: Exit::SpawnFailed(why),
+            elapsed: Duration::ZERO,
+        }
+    }
+
     pub fn event(&self, kind: &str) -> Option<&Value> {
         self.events.iter().find(|e| e["event"] == kind)
     }
@@ -279,13 +290,7 @@ impl Drop for Running {
 pub fn run(cmd: Command, timeout: Duration) -> Outcome {
     match spawn(cmd, timeout) {
         Ok(r) => r.finish(),
-        Err(e) => Outcome {
-            events: Vec::new(),
-            garbage: Vec::new(),
-            stderr_tail: Vec::new(),
-            exit: Exit::SpawnFailed(e),
-            elapsed: Duration::ZERO,
-        },
+        Err(e) => Outcome::spawn_failed(e),
     }
 }
 

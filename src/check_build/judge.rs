@@ -54,6 +54,8 @@ impl Level {
 pub struct Finding {
     /// Stable identifier (`vmm-compiled-out`, `arch-missing`, `quirk-Q6`, ...).
     pub id: String,
+    /// `info` (not a problem), `warning` or `error` (problems: exit 1).
+    #[serde(rename = "severity")]
     pub level: Level,
     pub title: String,
     pub reason: String,
@@ -443,10 +445,19 @@ pub fn judge(input: &Input<'_>) -> Judgement {
                 ),
                 why,
             )
-            .fix(format!(
-                "use a build for this machine's GPUs: {}",
-                input.script_hint
-            ))
+            .fix(match machine_gpus.first() {
+                Some(d) => format!(
+                    "use a build for this machine's GPUs: gpuprobe cmake-flags --backend {} > build.sh",
+                    match d.backend {
+                        Backend::Cuda => "cuda",
+                        Backend::Hip => "hip",
+                    }
+                ),
+                None => format!(
+                    "run it where a {} GPU is visible, or fix what hides it here (`gpuprobe detect` says what it found); the findings below are judged from the devices the build lists",
+                    b.name()
+                ),
+            })
             .devices(others),
         );
     }
@@ -463,8 +474,8 @@ pub fn judge(input: &Input<'_>) -> Judgement {
                 report: m.report,
                 mode: m.mode,
             },
-            Some(_) => return None,
-            None => {
+            // No device of this backend here (or not probed): plan for the build's own devices.
+            _ => {
                 let mut archs: Vec<String> = Vec::new();
                 for d in f
                     .devices
@@ -514,7 +525,7 @@ pub fn judge(input: &Input<'_>) -> Judgement {
                 driver: d.driver_version.as_deref().and_then(|v| v.parse().ok()),
             })
             .collect()
-    } else if input.machine.is_none() {
+    } else {
         f.devices
             .iter()
             .filter(|d| backend_name.as_deref() == Some(d.backend.as_str()))
@@ -534,8 +545,6 @@ pub fn judge(input: &Input<'_>) -> Judgement {
                 })
             })
             .collect()
-    } else {
-        Vec::new()
     };
 
     // ---- VMM ------------------------------------------------------------------------------------
@@ -708,19 +717,24 @@ fn judge_vmm(
                 "vmm-compiled-out",
                 Level::Info,
                 "built without the VMM pool (legacy pool)",
-                format!("{evidence}; without this machine's probe gpuprobe cannot tell whether VMM would be safe here"),
+                format!("{evidence}; gpuprobe has neither measured devices of this backend nor their architectures, so it cannot tell whether VMM would be safe"),
             ).fix("run check-build on the machine that runs llama.cpp, without --no-probe, or with --from REPORT.json").quirks(["Q2".to_string()])),
             Some(true) => out.push(Finding::new(
                 "vmm-compiled-in",
                 Level::Info,
                 "built with the VMM pool",
-                format!("{evidence}; without a probe or the devices' architectures gpuprobe cannot tell whether VMM is safe here"),
+                format!("{evidence}; gpuprobe has neither measured devices of this backend nor their architectures, so it cannot tell whether VMM is safe"),
             ).fix("run check-build on the machine that runs llama.cpp, without --no-probe")),
             None => out.push(vmm_unknown(name, input, evidence)),
         }
         return;
     };
     let summary = summarise(plan);
+    let here = if plan.mode == Mode::Targets {
+        "for the devices the build lists"
+    } else {
+        "on this machine"
+    };
     // Per plan group: the devices (or targets) it covers.
     for (g, pg) in plan.groups.iter().zip(&summary.groups) {
         let devs: Vec<&Device> = ours
@@ -769,7 +783,7 @@ fn judge_vmm(
                     Finding::new(
                         "vmm-compiled-out",
                         level,
-                        "built without VMM although VMM is safe on this machine",
+                        format!("built without VMM although VMM is safe {here}"),
                         format!(
                             "{evidence}. The legacy pool keeps every peak-sized scratch buffer, so with flash attention and long context VRAM creeps up until `out of memory`; {measured}"
                         ),
@@ -835,7 +849,7 @@ fn judge_vmm(
                 let mut f = Finding::new(
                     "vmm-unsafe",
                     level,
-                    "built with VMM, which is not safe on this machine",
+                    format!("built with VMM, which is not safe {here}"),
                     why,
                 )
                 .quirks(flag_quirks)
@@ -848,9 +862,11 @@ fn judge_vmm(
                     "vmm-ok",
                     Level::Info,
                     if c {
-                        "built with the VMM pool, as gpuprobe would build it here"
+                        format!("built with the VMM pool, as gpuprobe would build it {here}")
                     } else {
-                        "built without VMM (legacy pool), as gpuprobe would build it here"
+                        format!(
+                            "built without VMM (legacy pool), as gpuprobe would build it {here}"
+                        )
                     },
                     format!("{evidence}; gpuprobe's plan: {reason}"),
                 )

@@ -295,7 +295,7 @@ fn missing(f: &BuildFacts, input: &InputInfo) -> Vec<Missing> {
             how: "`llama-cli --list-devices` prints it".into(),
         });
     }
-    if f.registries.is_empty() && !f.cpu_only() {
+    if f.registries.is_empty() && !f.cpu_only() && (family || f.gpu_backend().is_none()) {
         m.push(Missing {
             what: "system_info features (NO_VMM, ARCHS, NO_PEER_COPY, FORCE_MMQ...)".into(),
             how: "`--version` and `--list-devices` do not print them; `llama-server -lv 4 -m MODEL.gguf` prints them before loading the model (and llama-completion/llama-bench logs have them): pass that log with --log".into(),
@@ -421,7 +421,9 @@ pub fn render(r: &CheckReport) -> String {
         Some(false) => "compiled out (legacy pool)",
         None => "unknown",
     };
-    o.push_str(&format!("  VMM pool    {vmm}: {}\n", b.vmm.evidence));
+    if !b.cpu_only {
+        o.push_str(&format!("  VMM pool    {vmm}: {}\n", b.vmm.evidence));
+    }
     for reg in &r.extracted.registries {
         if reg.name == "CPU" {
             continue;
@@ -441,7 +443,12 @@ pub fn render(r: &CheckReport) -> String {
         o.push_str(&format!("  not found   {}: {}\n", m.what, m.how));
     }
 
-    o.push_str(&format!("\nthis machine ({})\n", r.machine.source));
+    let source = match r.machine.source.as_str() {
+        "none" => "not probed".to_string(),
+        s if s.starts_with("report ") => format!("from {s}"),
+        _ => "probed now".to_string(),
+    };
+    o.push_str(&format!("\nthis machine ({source})\n"));
     if r.machine.devices.is_empty() {
         o.push_str(if r.machine.source == "none" {
             "  not probed (--no-probe): judged from the build's output and the quirk database\n"

@@ -163,7 +163,19 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
             .iter()
             .map(|e| e.name.clone())
             .collect(),
-        _ => crate::probe::env::set_names(),
+        _ => {
+            // The watched variables, and any runtime variable a quirk recommends that is
+            // already set here (advice that is already followed is only information).
+            let mut names = crate::probe::env::set_names();
+            for q in &k.quirks {
+                for name in q.effect.env.keys() {
+                    if std::env::var_os(name).is_some() && !names.contains(name) {
+                        names.push(name.clone());
+                    }
+                }
+            }
+            names
+        }
     };
     let options = Options {
         knowledge: &k,

@@ -179,7 +179,7 @@ fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
             return Err(Error::input(
                 "--rocm",
                 "the workflow installs ROCm, and needs its version",
-                "give --rocm VER, e.g. --rocm 7.2.1 (apt, Linux) or --rocm 7.14.0 (TheRock wheels)",
+                "give --rocm VER, e.g. --rocm 7.2.1 (AMD's rocm/dev image, Linux) or --rocm 7.14.0 (TheRock wheels)",
             )
             .into());
         }
@@ -321,14 +321,13 @@ fn job(k: &Knowledge, os: Os, plan: &Plan, version: &ToolVersion, llama_ref: &st
         Os::Windows => ("windows", wf::WINDOWS_RUNNER),
         Os::Linux | Os::Wsl => ("linux", wf::LINUX_RUNNER),
     };
-    // A quirk that matched this plan may name the runner image (Q18: windows-2022).
+    // A quirk that matched this plan (its warning is in the plan) may name the runner image:
+    // Q18 pins windows-2022 for Windows HIP builds.
     let from_quirk = plan
         .warnings
         .iter()
-        .chain(plan.notes.iter())
         .flat_map(|n| n.quirks.iter())
         .filter_map(|id| k.quirk(id))
-        .filter(|q| plan.warnings.iter().any(|w| w.quirks.contains(&q.id)))
         .find_map(|q| q.effect.runner.as_ref().map(|r| (r.clone(), q)));
     let (runner, runner_comment) = match from_quirk {
         Some((r, q)) => {

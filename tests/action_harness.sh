@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# Runs the composite action in action.yml locally, the way a GitHub runner would, and checks what
+# it produces. Driven by tests/workflow.rs (`action_yml_runs_in_the_local_harness`).
+#
+#   tests/action_harness.sh PATH/TO/gpuprobe
+#
+# The run: steps are taken from action.yml with Python's yaml module and run one after another
+# with `bash --noprofile --norc -eo pipefail` (GitHub's `shell: bash`), each with its own
+# GITHUB_OUTPUT file, a shared GITHUB_ENV, GITHUB_PATH and GITHUB_STEP_SUMMARY, and the env: block
+# of the step with its ${{ }} expressions evaluated (inputs, steps.*.outputs, runner.*; anything
+# else is an error, so action.yml cannot drift into something this harness does not model).
+# `uses:` steps (the cache) are skipped: they produce no outputs, as a cache miss would. The
+# gpuprobe under test is found through `install: path`.
+#
+# Needs: bash, python3 with PyYAML (GPUPROBE_PYTHON overrides the interpreter).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bin=${1:?usage: tests/action_harness.sh PATH/TO/gpuprobe}
+bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+python=${GPUPROBE_PYTHON:-python3}
+if ! "$python" -c 'import yaml' 2>/dev/null; then
+    echo "action_harness: $python has no PyYAML: pip install pyyaml, or set GPUPROBE_PYTHON" >&2
+    exit 2
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/bin"
+ln -s "$bin" "$work/bin/gpuprobe"
+
+cat > "$work/run_action.py" <<'PY'
+"""Runs a composite action's steps; prints a JSON result on stdout."""
+import json, os, re, subprocess, sys, yaml
+
+action_path, work, inputs_json = sys.argv[1], sys.argv[2], sys.argv[3]
+given = json.loads(inputs_json)
+action = yaml.safe_load(open(os.path.join(action_path, "action.yml")))
+assert action["runs"]["using"] == "composite", "not a composite action"
+declared = action.get("inputs", {})
+for name in given:
+    assert name in declared, f"input {name} is not declared in action.yml"
+inputs = {k: str(v.get("default", "")) for k, v in declared.items()}
+inputs.update(given)
+
+for d in ("workspace", "temp", "toolcache", "home", "config"):
+    os.makedirs(os.path.join(work, d), exist_ok=True)
+files = {k: os.path.join(work, k) for k in ("env", "path", "summary")}
+for f in files.values():
+    open(f, "w").close()
+runner = {"os": "Linux", "arch": "X64", "temp": os.path.join(work, "temp"),
+          "tool_cache": os.path.join(work, "toolcache")}
+base_env = {
+    "PATH": os.path.join(work, "bin") + ":/usr/local/bin:/usr/bin:/bin",
+    "HOME": os.path.join(work, "home"),
+    "XDG_CONFIG_HOME": os.path.join(work, "config"),
+    "LANG": "C.UTF-8",
+    "CI": "true",
+    "GITHUB_ACTIONS": "true",
+    "GITHUB_ACTION_PATH": action_path,
+    "GITHUB_WORKSPACE": os.path.join(work, "workspace"),
+    "GITHUB_ENV": files["env"],
+    "GITHUB_PATH": files["path"],
+    "GITHUB_STEP_SUMMARY": files["summary"],
+    "RUNNER_OS": runner["os"],
+    "RUNNER_ARCH": runner["arch"],
+    "RUNNER_TEMP": runner["temp"],
+    "RUNNER_TOOL_CACHE": runner["tool_cache"],
+}
+steps = {}
+
+def expr(text):
+    text = text.strip()
+    m = re.fullmatch(r"inputs\.([A-Za-z0-9_-]+)", text)
+    if m:
+        return inputs[m.group(1)]
+    m = re.fullmatch(r"steps\.([A-Za-z0-9_-]+)\.outputs\.([A-Za-z0-9_-]+)", text)
+    if m:
+        return steps.get(m.group(1), {}).get(m.group(2), "")
+    m = re.fullmatch(r"runner\.(os|arch|temp|tool_cache)", text)
+    if m:
+        return runner[m.group(1)]
+    m = re.fullmatch(r"(.+?)\s*(==|!=)\s*'([^']*)'", text)
+    if m:
+        same = expr(m.group(1)) == m.group(3)
+        return "true" if same == (m.group(2) == "==") else ""
+    raise SystemExit(f"harness: unsupported expression ${{{{ {text} }}}}")
+
+def substitute(value):
+    return re.sub(r"\$\{\{(.*?)\}\}", lambda m: expr(m.group(1)), str(value))
+
+def read_outputs(path):
+    out, lines, i = {}, open(path).read().split("\n"), 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if not line:
+            continue
+        m = re.fullmatch(r"([A-Za-z0-9_-]+)<<(.+)", line)
+        if m:
+            body = []
+            while lines[i] != m.group(2):
+                body.append(lines[i])
+                i += 1
+            i += 1
+            out[m.group(1)] = "\n".join(body)
+        else:
+            key, _, value = line.partition("=")
+            out[key] = value
+    return out
+
+result = {"ok": True, "steps": []}
+extra_env, extra_path = {}, []
+for n, step in enumerate(action["runs"]["steps"]):
+    sid = step.get("id", f"step{n}")
+    cond = step.get("if")
+    if cond is not None and not expr(str(cond).removeprefix("${{").removesuffix("}}")):
+        result["steps"].append({"id": sid, "skipped": "if"})
+        continue
+    if "uses" in step:
+        result["steps"].append({"id": sid, "skipped": "uses"})
+        continue
+    script = step["run"]
+    assert "${{" not in script, f"step {sid}: an expression inside run:"
+    assert step.get("shell") == "bash", f"step {sid}: shell must be bash"
+    output = os.path.join(work, f"output-{n}")
+    open(output, "w").close()
+    env = dict(base_env)
+    env.update(extra_env)
+    if extra_path:
+        env["PATH"] = ":".join(extra_path[::-1] + [env["PATH"]])
+    env["GITHUB_OUTPUT"] = output
+    for k, v in (step.get("env") or {}).items():
+        env[k] = substitute(v)
+    script_file = os.path.join(work, f"step-{n}.sh")
+    open(script_file, "w").write(script)
+    p = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", script_file],
+                       cwd=env["GITHUB_WORKSPACE"], env=env, stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True)
+    steps[sid] = read_outputs(output)
+    result["steps"].append({"id": sid, "rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr})
+    extra_env.update(read_outputs(files["env"]))
+    extra_path = [l for l in open(files["path"]).read().split("\n") if l]
+    if p.returncode != 0:
+        result.update(ok=False, failed_step=sid, rc=p.returncode)
+        break
+result["outputs"] = {k: substitute(v["value"]) for k, v in action.get("outputs", {}).items()} if result["ok"] else {}
+result["summary"] = open(files["summary"]).read()
+result["home"] = work
+json.dump(result, sys.stdout)
+PY
+
+failures=0
+check() { # MESSAGE, then a python expression over `r` (the result) that must be true
+    local message=$1 expression=$2
+    if "$python" -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if ($expression) else 1)" "$result"; then
+        echo "ok   - $message"
+    else
+        echo "FAIL - $message"
+        "$python" -c "import json,sys; r=json.load(open(sys.argv[1])); [print('  step', s.get('id'), 'rc', s.get('rc'), '\n  stdout:', s.get('stdout','')[-2000:], '\n  stderr:', s.get('stderr','')[-2000:]) for s in r['steps']]; print('  outputs:', r.get('outputs'))" "$result"
+        failures=$((failures + 1))
+    fi
+}
+run() { # NAME INPUTS_JSON
+    result="$work/result-$1.json"
+    rm -rf "$work/run-$1"
+    mkdir -p "$work/run-$1"
+    cp -r "$work/bin" "$work/run-$1/bin"
+    "$python" "$work/run_action.py" "$root" "$work/run-$1" "$2" > "$result"
+}
+
+# 1. Targets-only, HIP, with a plan file in shell format.
+run hip '{"targets": "gfx1151,gfx120X,gfx110X", "toolchain-version": "7.2.1", "llama-ref": "b11434", "probe": "never", "install": "path", "format": "shell"}'
+check "hip: every step succeeds" 'r["ok"]'
+check "hip: cmake-args has explicit GPU_TARGETS and keeps the legacy pool on ROCm 7.2.1" '"-DGPU_TARGETS=" in r["outputs"]["cmake-args"] and "-DGGML_HIP_NO_VMM=ON" in r["outputs"]["cmake-args"] and "native" not in r["outputs"]["cmake-args"]'
+check "hip: matrix is JSON with one entry per group, each with cmake-args" 'all("cmake-args" in e for e in json.loads(r["outputs"]["matrix"])["include"]) and len(json.loads(r["outputs"]["matrix"])["include"]) >= 1'
+check "hip: report names a plan JSON file" 'json.load(open(r["outputs"]["report"]))["schema"] == "gpuprobe.plan/v1"'
+check "hip: plan output is the same JSON document" 'json.loads(r["outputs"]["plan"])["schema"] == "gpuprobe.plan/v1"'
+check "hip: targets-only, nothing probed" 'r["outputs"]["probed"] == "false" and r["outputs"]["probe-report"] == ""'
+check "hip: the step summary has the plan table" '"| group | targets | VMM | flags | why |" in r["summary"] and "targets-only" in r["summary"]'
+check "hip: warnings become ::warning annotations" 'any(l.startswith("::warning") for s in r["steps"] for l in s.get("stdout", "").splitlines())'
+check "hip: format shell wrote a script" 'open(r["outputs"]["file"]).read().count("cmake") >= 1'
+check "hip: the env output is NAME=VALUE lines" 'all("=" in l for l in r["outputs"]["env"].splitlines())'
+
+# 2. probe: auto on a machine without a GPU falls back to the targets; CUDA from the targets.
+run cuda '{"targets": "sm_86,sm_90", "toolchain-version": "12.8", "llama-ref": "b11434", "install": "path"}'
+check "cuda: auto without a GPU plans from the targets" 'r["ok"] and r["outputs"]["probed"] == "false"'
+check "cuda: explicit CUDA architectures" '"-DCMAKE_CUDA_ARCHITECTURES=86;90" in r["outputs"]["cmake-args"]'
+
+# 3. A hostile targets input is data: gpuprobe rejects it (exit 2) and nothing runs it.
+marker="/tmp/pwned-gpuprobe-$$-$RANDOM"
+rm -f "$marker"
+run hostile "$("$python" -c 'import json,sys; print(json.dumps({"targets": "$(touch " + sys.argv[1] + ")", "probe": "never", "install": "path"}))' "$marker")"
+check "hostile: the plan step fails with exit 2" 'not r["ok"] and r["failed_step"] == "plan" and r["rc"] == 2'
+check "hostile: gpuprobe says the target is unknown" '"unknown GPU target" in r["steps"][-1]["stderr"]'
+if [ -e "$marker" ]; then
+    echo "FAIL - hostile: $marker was created: an input was executed"
+    rm -f "$marker"
+    failures=$((failures + 1))
+else
+    echo "ok   - hostile: $marker was never created"
+fi
+run newline '{"targets": "gfx1100\n::error::spoofed", "probe": "never", "install": "path"}'
+check "newline: a multi-line input is refused before gpuprobe sees it" 'not r["ok"] and r["rc"] == 2 and "::error::spoofed" not in r["steps"][-1]["stdout"] + r["steps"][-1]["stderr"]'
+
+# 4. Usage errors fail cleanly.
+run notargets '{"probe": "never", "install": "path"}'
+check "never without targets: exit 2" 'not r["ok"] and r["failed_step"] == "plan" and r["rc"] == 2'
+run badurl '{"targets": "gfx1100", "install": "url", "binary-url": "http://example.invalid/gpuprobe", "binary-sha256": "00"}'
+check "install url: a non-https URL is refused before any download" 'not r["ok"] and r["failed_step"] == "install" and r["rc"] == 2'
+run badprobe '{"targets": "gfx1100", "probe": "sometimes", "install": "path"}'
+check "probe: an unknown value is refused" 'not r["ok"] and r["failed_step"] == "plan" and r["rc"] == 2'
+
+if [ "$failures" -gt 0 ]; then
+    echo "action_harness: $failures check(s) failed"
+    exit 1
+fi
+echo "action_harness: all checks passed"

@@ -1,0 +1,773 @@
+//! `gpuprobe workflow` and the GitHub Action: snapshots of the generated workflows, the rules
+//! every generated workflow keeps (checked on the parsed YAML), `--check`/`--output`, bad input,
+//! and action.yml run in a local harness (tests/action_harness.sh).
+//!
+//! YAML is parsed by Python's yaml module (the action harness needs it anyway): GPUPROBE_PYTHON,
+//! else the lint venv's python ($GPUPROBE_TOOLS/lint or .cache/tools/lint, made by
+//! scripts/lint-workflows.sh), else python3.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use gpuprobe::emit::workflow::ACTIONS;
+use serde_json::Value;
+
+/// The standard target sets (scripts/lint-workflows.sh lints the same ones).
+const CASES: &[(&str, &[&str])] = &[
+    // lemonade-sdk/llamacpp-rocm's default list; TheRock 7.14.0 wheels on both OSes.
+    (
+        "lemonade_rocm7_14",
+        &[
+            "--targets",
+            "gfx1151,gfx1150,gfx120X,gfx110X,gfx103X,gfx90a,gfx908",
+            "--rocm",
+            "7.14.0",
+            "--os",
+            "linux,windows",
+        ],
+    ),
+    (
+        "cuda12_8",
+        &[
+            "--targets",
+            "sm_86,sm_89,sm_90,sm_120",
+            "--cuda",
+            "12.8",
+            "--os",
+            "linux,windows",
+        ],
+    ),
+    // A HIP nightly on Linux and Windows: dGPUs and an APU, split by the plan on Linux only.
+    (
+        "hip_nightly_linux_windows",
+        &[
+            "--targets",
+            "gfx1201,gfx1100,gfx1151",
+            "--rocm",
+            "7.14.0a20260608",
+            "--os",
+            "linux,windows",
+            "--llama-ref",
+            "b11434",
+        ],
+    ),
+    // ROCm 7.2.1: gfx12 keeps the legacy pool (Q3/Q4/Q21); rocm/dev container.
+    (
+        "rocm7_2_1_gfx12_legacy",
+        &[
+            "--targets",
+            "gfx120X,gfx1100,gfx90a",
+            "--rocm",
+            "7.2.1",
+            "--os",
+            "linux",
+        ],
+    ),
+    // Build 4500 predates GGML_HIP_NO_VMM (build 4555): the VMM decision cannot be expressed.
+    (
+        "old_build_b4500",
+        &[
+            "--targets",
+            "gfx1100,gfx1030",
+            "--rocm",
+            "6.1.2",
+            "--llama-ref",
+            "b4500",
+        ],
+    ),
+    // A branch ref: no build number to check; CUDA 13 on both OSes.
+    (
+        "cuda13_branch",
+        &[
+            "--targets",
+            "sm_90,sm_120",
+            "--cuda",
+            "13.0",
+            "--os",
+            "linux,windows",
+            "--llama-ref",
+            "master",
+        ],
+    ),
+];
+
+fn gpuprobe(args: &[&str]) -> Output {
+    let config = tempfile::tempdir().unwrap();
+    Command::new(env!("CARGO_BIN_EXE_gpuprobe"))
+        .args(args)
+        // No user quirk files: the generated workflow depends on the bundled data only.
+        .env("XDG_CONFIG_HOME", config.path())
+        .env_remove("GPUPROBE_QUIRKS_DIR")
+        .output()
+        .unwrap()
+}
+
+fn workflow(args: &[&str]) -> String {
+    let mut all = vec!["workflow"];
+    all.extend_from_slice(args);
+    let out = gpuprobe(&all);
+    assert!(
+        out.status.success(),
+        "gpuprobe {all:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("GPUPROBE_PYTHON") {
+        return p.into();
+    }
+    let tools = std::env::var_os("GPUPROBE_TOOLS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".cache/tools"));
+    let venv = tools.join("lint/bin/python");
+    if venv.exists() {
+        venv
+    } else {
+        "python3".into()
+    }
+}
+
+/// YAML → JSON through Python's yaml.safe_load (YAML 1.1: the key `on` becomes `true`).
+fn yaml(text: &str) -> Value {
+    use std::io::Write;
+    let mut child = Command::new(python())
+        .args([
+            "-c",
+            "import json, sys, yaml; json.dump(yaml.safe_load(sys.stdin), sys.stdout)",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 is needed to parse YAML (set GPUPROBE_PYTHON)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "not valid YAML, or no PyYAML (pip install pyyaml, or run scripts/lint-workflows.sh once): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn strings<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+    match v {
+        Value::String(s) => out.push(s),
+        Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+        Value::Object(o) => o.values().for_each(|x| strings(x, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn generated_workflows_match_their_snapshots() {
+    for (name, args) in CASES {
+        insta::assert_snapshot!(*name, workflow(args));
+    }
+}
+
+#[test]
+fn every_generated_workflow_keeps_the_rules() {
+    let pinned: Vec<String> = ACTIONS
+        .iter()
+        .map(|a| format!("{}@{}", a.repo, a.sha))
+        .collect();
+    for (name, args) in CASES {
+        let text = workflow(args);
+        let doc = yaml(&text);
+        assert_eq!(
+            doc["permissions"],
+            serde_json::json!({ "contents": "read" }),
+            "{name}: least permissions"
+        );
+        assert!(
+            doc["concurrency"]["group"].is_string(),
+            "{name}: a concurrency group"
+        );
+        assert!(
+            doc.get("on").or_else(|| doc.get("true")).is_some(),
+            "{name}: triggers"
+        );
+        let jobs = doc["jobs"].as_object().unwrap();
+        assert!(!jobs.is_empty(), "{name}: jobs");
+        for (id, job) in jobs {
+            let entries = job["strategy"]["matrix"]["include"].as_array().unwrap();
+            assert!(!entries.is_empty(), "{name}/{id}: matrix entries");
+            for e in entries {
+                let targets = e["targets"].as_str().unwrap();
+                let args = e["cmake_args"].as_str().unwrap();
+                let explicit = args
+                    .split(' ')
+                    .find(|a| {
+                        [
+                            "-DGPU_TARGETS=",
+                            "-DAMDGPU_TARGETS=",
+                            "-DCMAKE_CUDA_ARCHITECTURES=",
+                        ]
+                        .iter()
+                        .any(|p| a.starts_with(p))
+                    })
+                    .unwrap_or_else(|| panic!("{name}/{id}: no explicit architectures in {args}"));
+                assert!(!explicit.contains("native"), "{name}/{id}: {explicit}");
+                if explicit.contains("GPU_TARGETS=") {
+                    assert!(
+                        explicit.ends_with(&format!("GPU_TARGETS={targets}")),
+                        "{name}/{id}: the entry builds its own targets: {explicit}"
+                    );
+                }
+                assert!(["0", "1", ""].contains(&e["expect_no_vmm"].as_str().unwrap()));
+            }
+            let steps = job["steps"].as_array().unwrap();
+            for s in steps {
+                if let Some(run) = s.get("run").and_then(Value::as_str) {
+                    assert!(
+                        !run.contains("${{"),
+                        "{name}/{id}: an expression inside run: in step {}",
+                        s["name"]
+                    );
+                }
+                if let Some(uses) = s.get("uses").and_then(Value::as_str) {
+                    let (_, sha) = uses.split_once('@').unwrap();
+                    assert!(
+                        sha.len() == 40 && sha.chars().all(|c| c.is_ascii_hexdigit()),
+                        "{name}/{id}: {uses} is not pinned by commit"
+                    );
+                    assert!(
+                        pinned.iter().any(|p| p == uses),
+                        "{name}/{id}: {uses} is not from the ACTIONS table"
+                    );
+                    if uses.starts_with("actions/checkout@") {
+                        assert_eq!(
+                            s["with"]["persist-credentials"],
+                            Value::Bool(false),
+                            "{name}/{id}: persist-credentials"
+                        );
+                    }
+                }
+            }
+            assert!(
+                steps
+                    .iter()
+                    .any(|s| s["name"] == "Check the build against the plan"),
+                "{name}/{id}: the post-build check"
+            );
+        }
+        let mut all = Vec::new();
+        strings(&doc, &mut all);
+        assert!(
+            !all.iter()
+                .any(|s| s.trim() == "native" || s.contains("=native")),
+            "{name}: native"
+        );
+        // The version comment after every pinned commit, for people who read the file.
+        for line in text.lines().filter(|l| l.trim_start().starts_with("uses:")) {
+            let a = ACTIONS.iter().find(|a| line.contains(a.sha)).unwrap();
+            assert!(
+                line.ends_with(&format!("# {}", a.version)),
+                "{name}: {line}"
+            );
+        }
+    }
+}
+
+#[test]
+fn windows_hip_runs_on_the_runner_the_quirk_names() {
+    let doc = yaml(&workflow(CASES[0].1));
+    assert_eq!(doc["jobs"]["windows"]["runs-on"], "windows-2022");
+    let text = workflow(CASES[0].1);
+    assert!(text.contains("(Q18)"), "the runner comment cites Q18");
+}
+
+#[test]
+fn toolchains_follow_the_version() {
+    let legacy = yaml(&workflow(CASES[3].1));
+    assert_eq!(
+        legacy["jobs"]["linux"]["container"]["image"],
+        "rocm/dev-ubuntu-22.04:7.2.1"
+    );
+    let cuda = yaml(&workflow(CASES[1].1));
+    assert_eq!(
+        cuda["jobs"]["linux"]["container"]["image"],
+        "nvidia/cuda:12.8.0-devel-ubuntu24.04"
+    );
+    assert_eq!(cuda["jobs"]["windows"]["env"]["CUDA_MAJOR_MINOR"], "12.8");
+    let wheels = yaml(&workflow(CASES[2].1));
+    assert_eq!(
+        wheels["jobs"]["linux"]["env"]["ROCM_INDEX_URL"],
+        "https://rocm.nightlies.amd.com/whl-multi-arch/"
+    );
+    assert_eq!(
+        wheels["jobs"]["windows"]["env"]["ROCM_VERSION"],
+        "7.14.0a20260608"
+    );
+}
+
+#[test]
+fn gfx12_keeps_the_legacy_pool_on_rocm_7_2_1() {
+    let doc = yaml(&workflow(CASES[3].1));
+    let entries = doc["jobs"]["linux"]["strategy"]["matrix"]["include"]
+        .as_array()
+        .unwrap();
+    let gfx12 = entries
+        .iter()
+        .find(|e| e["targets"].as_str().unwrap().contains("gfx1201"))
+        .unwrap();
+    assert!(
+        gfx12["cmake_args"]
+            .as_str()
+            .unwrap()
+            .contains("-DGGML_HIP_NO_VMM=ON")
+    );
+    assert_eq!(gfx12["expect_no_vmm"], "1");
+}
+
+#[test]
+fn an_old_build_gets_no_vmm_flag_and_no_vmm_expectation() {
+    let doc = yaml(&workflow(CASES[4].1));
+    for e in doc["jobs"]["linux"]["strategy"]["matrix"]["include"]
+        .as_array()
+        .unwrap()
+    {
+        assert!(
+            !e["cmake_args"].as_str().unwrap().contains("NO_VMM"),
+            "GGML_HIP_NO_VMM does not exist at build 4500"
+        );
+        assert_eq!(e["expect_no_vmm"], "");
+        assert_eq!(e["vmm_flag"], "");
+    }
+    assert_eq!(
+        doc["jobs"]["linux"]["env"]["LLAMA_CPP_EXPECTED_BUILD"],
+        "4500"
+    );
+}
+
+#[test]
+fn check_is_quiet_and_zero_when_the_file_is_current() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("llama.yml");
+    let args = CASES[1].1;
+    let mut write = vec!["workflow"];
+    write.extend_from_slice(args);
+    write.extend_from_slice(&["--output", file.to_str().unwrap()]);
+    assert!(gpuprobe(&write).status.success());
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        workflow(args),
+        "--output writes what stdout shows"
+    );
+    let mut check = vec!["workflow"];
+    check.extend_from_slice(args);
+    check.extend_from_slice(&["--check", file.to_str().unwrap()]);
+    let out = gpuprobe(&check);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+    // A checkout with CRLF line ends is not drift.
+    std::fs::write(&file, workflow(args).replace('\n', "\r\n")).unwrap();
+    assert_eq!(gpuprobe(&check).status.code(), Some(0));
+}
+
+#[test]
+fn check_exits_1_with_a_unified_diff_on_drift() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("llama.yml");
+    let args = CASES[1].1;
+    let good = workflow(args);
+    std::fs::write(
+        &file,
+        good.replace("timeout-minutes: 300", "timeout-minutes: 30"),
+    )
+    .unwrap();
+    let mut check = vec!["workflow"];
+    check.extend_from_slice(args);
+    check.extend_from_slice(&["--check", file.to_str().unwrap()]);
+    let out = gpuprobe(&check);
+    assert_eq!(out.status.code(), Some(1));
+    let diff = String::from_utf8(out.stdout).unwrap();
+    let shown = file.display().to_string();
+    assert!(
+        diff.starts_with(&format!("--- {shown}\n+++ {shown} (generated)\n@@ -")),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("\n-    timeout-minutes: 30\n+    timeout-minutes: 300\n"),
+        "{diff}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("out of date"));
+
+    // A missing file is drift too: all of it is to be added.
+    let missing = dir.path().join("missing.yml");
+    let mut check = vec!["workflow"];
+    check.extend_from_slice(args);
+    check.extend_from_slice(&["--check", missing.to_str().unwrap()]);
+    let out = gpuprobe(&check);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("@@ -0,0 +1,"));
+}
+
+#[test]
+fn output_never_leaves_a_partial_or_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("is-a-directory");
+    std::fs::create_dir(&target).unwrap();
+    let mut args = vec!["workflow"];
+    args.extend_from_slice(CASES[1].1);
+    args.extend_from_slice(&["--output", target.to_str().unwrap()]);
+    assert_eq!(gpuprobe(&args).status.code(), Some(2));
+    let mut args = vec!["workflow"];
+    args.extend_from_slice(CASES[1].1);
+    let nowhere = dir.path().join("no/such/dir/llama.yml");
+    args.extend_from_slice(&["--output", nowhere.to_str().unwrap()]);
+    assert_eq!(gpuprobe(&args).status.code(), Some(2));
+    // A bad target fails before anything is written.
+    let file = dir.path().join("llama.yml");
+    assert_eq!(
+        gpuprobe(&[
+            "workflow",
+            "--targets",
+            "gfx9999",
+            "--rocm",
+            "7.2.1",
+            "--output",
+            file.to_str().unwrap()
+        ])
+        .status
+        .code(),
+        Some(2)
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        vec![std::ffi::OsString::from("is-a-directory")],
+        "nothing else in the directory"
+    );
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+}
+
+#[test]
+fn bad_input_exits_2_with_a_message_and_no_workflow() {
+    let marker =
+        std::env::temp_dir().join(format!("gpuprobe-workflow-pwned-{}", std::process::id()));
+    let hostile = format!("$(touch {})", marker.display());
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--targets", "native", "--rocm", "7.2.1"], "native"),
+        (
+            vec!["--targets", "gfx1100,NATIVE", "--cuda", "12.8"],
+            "native",
+        ),
+        (
+            vec!["--targets", "gfx9999", "--rocm", "7.2.1"],
+            "unknown GPU target",
+        ),
+        (
+            vec!["--targets", &hostile, "--rocm", "7.2.1"],
+            "unknown GPU target",
+        ),
+        (
+            vec!["--targets", "gfx1100", "--rocm", "7.2.1", "--os", "macos"],
+            "unknown OS",
+        ),
+        (vec!["--targets", "gfx1100"], "--rocm"),
+        (vec!["--targets", "sm_90"], "--cuda"),
+        (vec!["--targets", "sm_90", "--rocm", "7.2.1"], "NVIDIA"),
+        (vec!["--targets", "gfx1100", "--cuda", "12.8"], "AMD"),
+        (
+            vec!["--targets", "gfx1100", "--rocm", "7.2.1", "--os", "windows"],
+            "HIP SDK",
+        ),
+        (
+            vec!["--targets", "gfx1100", "--rocm", "7.10.0"],
+            "per GPU family",
+        ),
+        (
+            vec!["--targets", "gfx1100", "--rocm", "7.2;rm -rf /"],
+            "not a toolkit version",
+        ),
+        (
+            vec![
+                "--targets",
+                "gfx1100",
+                "--rocm",
+                "7.2.1",
+                "--llama-ref",
+                "$(id)",
+            ],
+            "--llama-ref",
+        ),
+        (
+            vec![
+                "--targets",
+                "gfx1100",
+                "--rocm",
+                "7.2.1",
+                "--llama-ref",
+                "b5000",
+                "--llama-build",
+                "6000",
+            ],
+            "does not match",
+        ),
+        (
+            vec!["--targets", "gfx1100", "--rocm", "7.2.1", "--cuda", "12.8"],
+            "cannot be used with",
+        ),
+    ];
+    for (args, says) in cases {
+        let mut all = vec!["workflow"];
+        all.extend_from_slice(&args);
+        let out = gpuprobe(&all);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(says),
+            "{args:?} should say `{says}`: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?} printed a workflow");
+    }
+    assert!(!marker.exists(), "a target was run as a command");
+}
+
+#[test]
+fn a_plan_that_cannot_work_exits_1() {
+    // CUDA 13 builds nothing below sm_75.
+    let out = gpuprobe(&["workflow", "--targets", "sm_61", "--cuda", "13.0"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("refused"));
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn action_yml_is_composite_pinned_and_takes_inputs_through_env() {
+    let text = std::fs::read_to_string(repo().join("action.yml")).unwrap();
+    let doc = yaml(&text);
+    assert_eq!(doc["runs"]["using"], "composite");
+    for input in [
+        "targets",
+        "backend",
+        "toolchain-version",
+        "llama-ref",
+        "llama-cpp-dir",
+        "probe",
+        "format",
+        "install",
+    ] {
+        assert!(doc["inputs"][input].is_object(), "input {input}");
+    }
+    for output in ["cmake-args", "env", "matrix", "report"] {
+        assert!(
+            doc["outputs"][output]["value"].is_string(),
+            "output {output}"
+        );
+    }
+    for s in doc["runs"]["steps"].as_array().unwrap() {
+        if let Some(run) = s["run"].as_str() {
+            assert!(
+                !run.contains("${{"),
+                "an expression inside run: in step {}",
+                s["name"]
+            );
+            assert_eq!(s["shell"], "bash");
+        }
+        if let Some(uses) = s["uses"].as_str() {
+            let a = ACTIONS
+                .iter()
+                .find(|a| uses == format!("{}@{}", a.repo, a.sha))
+                .unwrap_or_else(|| panic!("{uses} is not from the ACTIONS table"));
+            let line = text.lines().find(|l| l.contains(a.sha)).unwrap();
+            assert!(line.ends_with(&format!("# {}", a.version)), "{line}");
+        }
+    }
+}
+
+#[test]
+fn action_yml_runs_in_the_local_harness() {
+    let out = Command::new("bash")
+        .arg(repo().join("tests/action_harness.sh"))
+        .arg(env!("CARGO_BIN_EXE_gpuprobe"))
+        .env("GPUPROBE_PYTHON", python())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("action_harness: all checks passed"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_check_script_is_valid_bash() {
+    let script = repo().join("templates/check-build.sh");
+    let out = Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(Path::new(&script).exists());
+}
+
+/// Runs templates/check-build.sh the way the generated workflow does, over a fake build tree.
+fn run_check(
+    no_vmm_in_lib: bool,
+    cache: &str,
+    version_line: &str,
+    expect_no_vmm: &str,
+) -> (i32, String, String) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("build/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let mut lib = b"\x7fELF...FORCE_CUBLAS\0".to_vec();
+    if no_vmm_in_lib {
+        lib.extend_from_slice(b"NO_VMM\0");
+    }
+    lib.extend_from_slice(b"USE_GRAPHS\0");
+    std::fs::write(bin.join("libggml-hip.so"), lib).unwrap();
+    std::fs::write(
+        dir.path().join("build/CMakeCache.txt"),
+        format!("GGML_HIP:BOOL=ON\n{cache}\nGPU_TARGETS:STRING=gfx1100\n"),
+    )
+    .unwrap();
+    let cli = bin.join("llama-cli");
+    std::fs::write(&cli, format!("#!/bin/sh\nif [ \"$1\" = --version ]; then echo '{version_line}' >&2; echo 'built with cc for x86_64' >&2; else echo 'Available devices:'; fi\n")).unwrap();
+    std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = dir.path().join("check.sh");
+    std::fs::write(&script, gpuprobe::emit::workflow::CHECK_SCRIPT).unwrap();
+    let summary = dir.path().join("summary.md");
+    let out = Command::new("bash")
+        .args(["--noprofile", "--norc", "-eo", "pipefail"])
+        .arg(&script)
+        .current_dir(dir.path())
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .env("RUNNER_TEMP", dir.path())
+        .env("GPUPROBE_OS", "linux")
+        .env("GPUPROBE_BACKEND", "hip")
+        .env("GPUPROBE_CLI_NEEDS", "")
+        .env("GPUPROBE_GROUP", "hip-legacy-pool")
+        .env("GPUPROBE_TARGETS", "gfx1100")
+        .env("GPUPROBE_VMM_FLAG", "GGML_HIP_NO_VMM")
+        .env("GPUPROBE_EXPECT_NO_VMM", expect_no_vmm)
+        .env("LLAMA_CPP_REF", "b11434")
+        .env("LLAMA_CPP_EXPECTED_BUILD", "11434")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        std::fs::read_to_string(&summary).unwrap_or_default(),
+    )
+}
+
+#[test]
+fn the_check_script_passes_a_build_that_matches_the_plan() {
+    let (code, stdout, summary) = run_check(
+        true,
+        "GGML_HIP_NO_VMM:BOOL=ON",
+        "version: 0.6.0-dev (build 11434, commit 1a2b3c4)",
+        "1",
+    );
+    assert_eq!(code, 0, "{stdout}\n{summary}");
+    assert!(
+        summary.contains(
+            "| VMM pool in libggml-hip.so | compiled out (NO_VMM) | compiled out (NO_VMM) | ok |"
+        ),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("| GGML_HIP_NO_VMM in CMakeCache.txt | ON | ON | ok |"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("| llama-cli --version | build 11434 |"),
+        "{summary}"
+    );
+    // The old version format (up to build 10393) is read too.
+    let (code, _, _) = run_check(
+        false,
+        "GGML_HIP_NO_VMM:BOOL=OFF",
+        "version: 11434 (1a2b3c4)",
+        "0",
+    );
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn the_check_script_fails_when_the_library_does_not_match_the_plan() {
+    // The plan wants VMM, but the flag never reached CMake (e.g. the non-option -DGGML_USE_VMM=ON):
+    // the library still has NO_VMM.
+    let (code, stdout, summary) = run_check(
+        true,
+        "GGML_USE_VMM:UNINITIALIZED=ON",
+        "version: 0.6.0-dev (build 11434, commit 1a2b3c4)",
+        "0",
+    );
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains(
+            "::error title=gpuprobe build check (hip-legacy-pool)::the VMM pool is compiled out"
+        ),
+        "{stdout}"
+    );
+    assert!(summary.contains("MISMATCH"), "{summary}");
+    // A build without git history reports build 0.
+    let (code, stdout, _) = run_check(
+        false,
+        "GGML_HIP_NO_VMM:BOOL=OFF",
+        "version: 0.6.0-dev (build 0, commit unknown)",
+        "0",
+    );
+    assert_eq!(code, 1);
+    assert!(stdout.contains("expected 11434"), "{stdout}");
+}
+
+#[test]
+fn the_header_command_regenerates_the_same_workflow() {
+    for (name, args) in CASES {
+        let text = workflow(args);
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("#   gpuprobe workflow "))
+            .unwrap();
+        let command = line
+            .trim_start_matches(['#', ' '])
+            .trim_end_matches(" --output <this file>");
+        let words: Vec<&str> = command.split_whitespace().skip(2).collect();
+        assert_eq!(
+            workflow(&words),
+            text,
+            "{name}: `{command}` does not give the same workflow"
+        );
+    }
+}

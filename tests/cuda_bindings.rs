@@ -48,9 +48,14 @@ fn cuda_include() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("GPUPROBE_CUDA_INCLUDE") {
         return Some(PathBuf::from(dir));
     }
-    let tools = std::env::var_os("GPUPROBE_TOOLS").map(PathBuf::from).unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/tools"));
+    let tools = std::env::var_os("GPUPROBE_TOOLS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/tools"));
     let venv = tools.join("cuda/lib");
-    let py = std::fs::read_dir(&venv).ok()?.flatten().find(|e| e.file_name().to_string_lossy().starts_with("python"))?;
+    let py = std::fs::read_dir(&venv)
+        .ok()?
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("python"))?;
     let inc = py.path().join("site-packages/nvidia/cu13/include");
     inc.join("cuda.h").is_file().then_some(inc)
 }
@@ -88,7 +93,10 @@ fn bindgen_version() -> &'static str {
 #[test]
 fn committed_cuda_bindings_are_current() {
     let Some(include) = cuda_include() else {
-        assert!(std::env::var_os("CI").is_none(), "cuda.h not found in CI: scripts/install-toolchains.sh must install nvidia-cuda-runtime");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "cuda.h not found in CI: scripts/install-toolchains.sh must install nvidia-cuda-runtime"
+        );
         eprintln!("skipped: no cuda.h (run scripts/install-toolchains.sh --cuda-only)");
         return;
     };
@@ -99,5 +107,8 @@ fn committed_cuda_bindings_are_current() {
         return;
     }
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(committed == fresh, "{SYS_RS} is stale: run scripts/gen-cuda-bindings.sh and commit the result");
+    assert!(
+        committed == fresh,
+        "{SYS_RS} is stale: run scripts/gen-cuda-bindings.sh and commit the result"
+    );
 }

@@ -701,3 +701,18 @@ fn h200_fixture_plans_vmm_on_for_sm_90() {
     );
     assert_eq!(r.devices[0].vendor, Vendor::Nvidia);
 }
+
+#[test]
+fn h200_e2e_fixture_has_the_driver_version_and_plans_vmm_on() {
+    let text = include_str!("fixtures/nvidia-h200-driver580-e2e/detect.json");
+    let r = Report::from_json(text, "fixture").unwrap();
+    assert_eq!(r.devices.len(), 1);
+    let d = &r.devices[0];
+    assert_eq!(d.driver_version.as_deref(), Some("580.159.04"));
+    assert_eq!(d.smoke.cycles_done, Some(200));
+    let (before, after) = (d.smoke.vram_free_before.unwrap(), d.smoke.vram_free_after.unwrap());
+    assert!(after + (32 << 20) >= before, "free VRAM came back: {before} -> {after}");
+    let p = plan_measured(&r);
+    assert_eq!(flag(&p, "sm_90", "GGML_CUDA_NO_VMM").as_deref(), Some("OFF"));
+    assert!(p.refusals.is_empty() && p.warnings.is_empty(), "{:?} {:?}", p.refusals, p.warnings);
+}

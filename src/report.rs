@@ -96,6 +96,39 @@ pub struct Device {
     pub smoke: Smoke,
 }
 
+impl Device {
+    /// A device with only its identity known; everything measured starts unknown.
+    pub fn new(
+        index: u32,
+        backend: Backend,
+        name: impl Into<String>,
+        arch: impl Into<String>,
+        source: impl Into<String>,
+    ) -> Self {
+        Device {
+            index,
+            backend,
+            vendor: backend.vendor(),
+            name: name.into(),
+            arch: arch.into(),
+            arch_features: None,
+            compute_capability: None,
+            vram_total_bytes: None,
+            vram_free_bytes: None,
+            pci_bus_id: None,
+            integrated: None,
+            wave_size: None,
+            vmm_supported: None,
+            granularity_min: None,
+            granularity_recommended: None,
+            driver_version: None,
+            runtime_version: None,
+            source: source.into(),
+            smoke: Smoke::not_run("not measured"),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SmokeOutcome {

@@ -6,6 +6,8 @@
 //! The fake binaries are shell scripts written by the tests: they print text in the formats
 //! llama.cpp prints and measure nothing.
 
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -46,27 +48,15 @@ fn smoke(outcome: SmokeOutcome, stage: Option<&str>) -> Smoke {
 }
 
 fn device(index: u32, backend: Backend, name: &str, arch: &str, smoke: Smoke) -> Device {
-    Device {
-        index,
-        backend,
-        vendor: backend.vendor(),
-        name: name.into(),
-        arch: arch.into(),
-        arch_features: None,
-        compute_capability: None,
-        vram_total_bytes: Some(32 << 30),
-        vram_free_bytes: None,
-        pci_bus_id: None,
-        integrated: Some(false),
-        wave_size: Some(32),
-        vmm_supported: Some(true),
-        granularity_min: Some(4096),
-        granularity_recommended: Some(2 << 20),
-        driver_version: None,
-        runtime_version: None,
-        source: "test".into(),
-        smoke,
-    }
+    let mut d = Device::new(index, backend, name, arch, "test");
+    d.smoke = smoke;
+    d.vram_total_bytes = Some(32 << 30);
+    d.integrated = Some(false);
+    d.wave_size = Some(32);
+    d.vmm_supported = Some(true);
+    d.granularity_min = Some(4096);
+    d.granularity_recommended = Some(2 << 20);
+    d
 }
 
 fn report(devices: Vec<Device>, runtime: Option<&str>) -> Report {
@@ -144,20 +134,7 @@ fn has(r: &CheckReport, id: &str) -> bool {
 }
 
 fn gp() -> Command {
-    let mut c = Command::cargo_bin("gpuprobe").unwrap();
-    c.env("XDG_CONFIG_HOME", "/nonexistent-gpuprobe-config")
-        .env_remove("GPUPROBE_QUIRKS_DIR");
-    for v in [
-        "HSA_OVERRIDE_GFX_VERSION",
-        "HIP_VISIBLE_DEVICES",
-        "ROCR_VISIBLE_DEVICES",
-        "CUDA_VISIBLE_DEVICES",
-        "GGML_CUDA_P2P",
-        "GGML_CUDA_ENABLE_UNIFIED_MEMORY",
-    ] {
-        c.env_remove(v);
-    }
-    c
+    common::gpuprobe()
 }
 
 /// Writes an executable shell script (a FAKE llama.cpp binary).

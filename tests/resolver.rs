@@ -79,29 +79,22 @@ fn device(
     outcome: SmokeOutcome,
     stage: Option<&str>,
 ) -> Device {
-    let mut smoke = Smoke::with_outcome(outcome, "test");
-    smoke.stage = stage.map(str::to_string);
-    Device {
+    let mut d = Device::new(
         index,
         backend,
-        vendor: backend.vendor(),
-        name: format!("test {arch}"),
-        arch: arch.into(),
-        arch_features: None,
-        compute_capability: None,
-        vram_total_bytes: Some(32 << 30),
-        vram_free_bytes: None,
-        pci_bus_id: None,
-        integrated: Some(false),
-        wave_size: Some(32),
-        vmm_supported: Some(true),
-        granularity_min: Some(4096),
-        granularity_recommended: Some(2 << 20),
-        driver_version: None,
-        runtime_version: None,
-        source: "probe-program".into(),
-        smoke,
-    }
+        format!("test {arch}"),
+        arch,
+        "probe-program",
+    );
+    d.smoke = Smoke::with_outcome(outcome, "test");
+    d.smoke.stage = stage.map(str::to_string);
+    d.vram_total_bytes = Some(32 << 30);
+    d.integrated = Some(false);
+    d.wave_size = Some(32);
+    d.vmm_supported = Some(true);
+    d.granularity_min = Some(4096);
+    d.granularity_recommended = Some(2 << 20);
+    d
 }
 
 fn report(devices: Vec<Device>, hip_runtime: Option<&str>) -> Report {

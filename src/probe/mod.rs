@@ -283,27 +283,7 @@ fn proc_device(index: u32, g: &sysfs::NvidiaProcGpu, smoke: Smoke) -> Device {
 }
 
 fn unknown_device(index: u32, backend: Backend) -> Device {
-    Device {
-        index,
-        backend,
-        vendor: backend.vendor(),
-        name: "unknown".into(),
-        arch: "unknown".into(),
-        arch_features: None,
-        compute_capability: None,
-        vram_total_bytes: None,
-        vram_free_bytes: None,
-        pci_bus_id: None,
-        integrated: None,
-        wave_size: None,
-        vmm_supported: None,
-        granularity_min: None,
-        granularity_recommended: None,
-        driver_version: None,
-        runtime_version: None,
-        source: "none".into(),
-        smoke: Smoke::not_run("not measured"),
-    }
+    Device::new(index, backend, "unknown", "unknown", "none")
 }
 
 fn kfd_device(index: u32, g: &sysfs::KfdGpu, targets_apu: Option<bool>, smoke: Smoke) -> Device {

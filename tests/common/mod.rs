@@ -1,0 +1,26 @@
+//! Shared by the integration tests that drive the binary.
+
+use assert_cmd::Command;
+
+/// Environment variables that change what gpuprobe sees or decides; tests start without them.
+pub const HOST_VARIABLES: &[&str] = &[
+    "HSA_OVERRIDE_GFX_VERSION",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "CUDA_VISIBLE_DEVICES",
+    "GGML_CUDA_P2P",
+    "GGML_CUDA_ENABLE_UNIFIED_MEMORY",
+    "GITHUB_OUTPUT",
+    "GITHUB_STEP_SUMMARY",
+    "GPUPROBE_QUIRKS_DIR",
+];
+
+/// The real binary, with the developer's own quirk files and GPU environment kept out.
+pub fn gpuprobe() -> Command {
+    let mut c = Command::cargo_bin("gpuprobe").expect("the gpuprobe binary is built");
+    c.env("XDG_CONFIG_HOME", "/nonexistent-gpuprobe-config");
+    for v in HOST_VARIABLES {
+        c.env_remove(v);
+    }
+    c
+}

@@ -168,6 +168,18 @@ pub enum QuirksAction {
     Show { id: String },
     /// The known GPU targets and family tokens.
     Targets,
+    /// Turn smoke-test failures measured on this machine into local quirk records (a TOML file
+    /// edited in place), so every plan made here keeps the legacy pool there; send them upstream.
+    Record {
+        /// Record from a saved `gpuprobe detect --json` report instead of probing now.
+        #[arg(long, value_name = "REPORT.json")]
+        from: Option<PathBuf>,
+        /// The file to add the records to (default: ~/.config/gpuprobe/quirks/local.toml).
+        #[arg(long, value_name = "PATH")]
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        probe: ProbeArgs,
+    },
 }
 
 #[derive(Debug, Args)]

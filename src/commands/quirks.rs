@@ -5,6 +5,10 @@ use crate::cli::{QuirksAction, QuirksArgs};
 use crate::profiles::Knowledge;
 
 pub fn run(a: &QuirksArgs) -> Result<i32> {
+    if let Some(QuirksAction::Record { from, file, probe }) = &a.action {
+        // Recording must work even when an existing local file is broken: it is what gets fixed.
+        return record(from.as_deref(), file.as_deref(), probe);
+    }
     let k = Knowledge::load()?;
     match &a.action {
         None | Some(QuirksAction::List { json: false }) => {
@@ -59,6 +63,9 @@ pub fn run(a: &QuirksArgs) -> Result<i32> {
             }
             print(&out)?;
         }
+        Some(QuirksAction::Record { from, file, probe }) => {
+            return record(from.as_deref(), file.as_deref(), probe);
+        }
         Some(QuirksAction::Targets) => {
             let mut out = String::from("families:\n");
             for f in &k.targets.family {
@@ -96,4 +103,51 @@ fn word<T: serde::Serialize>(v: &T) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
+}
+
+fn record(
+    from: Option<&std::path::Path>,
+    file: Option<&std::path::Path>,
+    probe: &crate::cli::ProbeArgs,
+) -> Result<i32> {
+    let report = match from {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| {
+                crate::Error::input(
+                    p.display().to_string(),
+                    format!("cannot read: {e}"),
+                    "pass a file written by `gpuprobe detect --json`",
+                )
+            })?;
+            crate::report::Report::from_json(&text, &p.display().to_string())?
+        }
+        None => crate::probe::detect(&super::detect::probe_options(probe)?),
+    };
+    let records = crate::quirks::record::from_report(&report);
+    if records.is_empty() {
+        print("nothing to record: no probed device failed, hung or crashed in the smoke test\n")?;
+        return Ok(0);
+    }
+    let path = match file {
+        Some(p) => p.to_path_buf(),
+        None => crate::profiles::config_dir()
+            .ok_or_else(|| crate::Error::Environment {
+                message: "no HOME or XDG_CONFIG_HOME to find the config directory".into(),
+                fix: "pass --file PATH".into(),
+            })?
+            .join("quirks")
+            .join("local.toml"),
+    };
+    let done = crate::quirks::record::write(&path, records)?;
+    let mut out = String::new();
+    for (id, replaced) in &done {
+        out.push_str(&format!(
+            "{} {id} in {}\n",
+            if *replaced { "replaced" } else { "added" },
+            path.display()
+        ));
+    }
+    out.push_str("Plans made on this machine now keep the legacy pool for these devices. To share a record, send it upstream together with `gpuprobe detect --json` output.\n");
+    print(&out)?;
+    Ok(0)
 }

@@ -7,6 +7,7 @@
 //! into a warning that says what would make it apply.
 
 mod matching;
+pub mod record;
 
 pub use matching::{Context, Tri};
 
@@ -78,7 +79,12 @@ pub struct Quirk {
     pub when: Match,
     #[serde(default)]
     pub effect: Effect,
+    #[serde(default)]
     pub sources: Vec<String>,
+    /// For records written by `gpuprobe quirks record`: where and when it was measured. Such a
+    /// record may have no source URL yet (it is the evidence to send upstream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_on: Option<String>,
 }
 
 /// Conditions, all of which must hold. An absent condition always holds.
@@ -177,10 +183,10 @@ impl QuirkFile {
                     "give each record its own id",
                 ));
             }
-            if q.sources.is_empty() {
+            if q.sources.is_empty() && q.measured_on.is_none() {
                 return Err(at(
                     format!("quirk `{}`: field `sources` is empty", q.id),
-                    "add at least one URL where the problem is documented",
+                    "add at least one URL where the problem is documented (or `measured_on` for a record measured locally)",
                 ));
             }
             if let Some(bad) = q.sources.iter().find(|s| !s.starts_with("https://")) {

@@ -7,6 +7,7 @@
 //! so nothing is cut to the orchestrator's tail and the order is kept. The file is capped.
 
 use std::io::Read;
+#[cfg(unix)]
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -75,6 +76,32 @@ fn temp_path() -> PathBuf {
     ))
 }
 
+/// `binary args...` with stdout and stderr both going, in order, to `out`.
+#[cfg(unix)]
+fn output_command(binary: &Path, args: &[&str], out: &Path) -> Command {
+    // `ulimit -f` caps the file (in 512- or 1024-byte blocks, depending on the shell).
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg("ulimit -f 16384 2>/dev/null; out=$1; shift; exec \"$@\" >\"$out\" 2>&1")
+        .arg("gpuprobe-check-build")
+        .arg(out)
+        .arg(binary)
+        .args(args);
+    cmd
+}
+
+/// Without a POSIX shell the binary runs directly; its stdout lands in the file and its stderr
+/// reaches the orchestrator's tail, which `run` appends.
+#[cfg(not(unix))]
+fn output_command(binary: &Path, args: &[&str], out: &Path) -> Command {
+    let mut cmd = Command::new(binary);
+    cmd.args(args);
+    if let Ok(f) = std::fs::OpenOptions::new().append(true).open(out) {
+        cmd.stdout(f);
+    }
+    cmd
+}
+
 /// Runs `binary args...` with both output streams into one capped file, under `timeout`.
 pub fn run(binary: &Path, args: &[&str], timeout: Duration) -> Invocation {
     let args_owned: Vec<String> = args.iter().map(|a| a.to_string()).collect();
@@ -95,14 +122,7 @@ pub fn run(binary: &Path, args: &[&str], timeout: Duration) -> Invocation {
             output: String::new(),
         };
     }
-    // `ulimit -f` caps the file (in 512- or 1024-byte blocks, depending on the shell).
-    let mut cmd = Command::new("/bin/sh");
-    cmd.arg("-c")
-        .arg("ulimit -f 16384 2>/dev/null; out=$1; shift; exec \"$@\" >\"$out\" 2>&1")
-        .arg("gpuprobe-check-build")
-        .arg(&out_path)
-        .arg(binary)
-        .args(args);
+    let cmd = output_command(binary, args, &out_path);
     let outcome = orchestrator::run(cmd, timeout);
     let mut output = String::new();
     if let Ok(f) = std::fs::File::open(&out_path) {
@@ -234,6 +254,7 @@ pub fn locate(binary: &Path) -> Result<PathBuf, Error> {
         };
         return Err(Error::input(&input, "is a directory", fix));
     }
+    #[cfg(unix)]
     if meta.permissions().mode() & 0o111 == 0 {
         return Err(Error::input(
             &input,

@@ -5,6 +5,7 @@
 //! can segfault at init; neither may hang or crash gpuprobe itself.
 
 use std::io::{BufRead, BufReader, Read};
+#[cfg(unix)]
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -95,18 +96,21 @@ pub fn spawn(mut cmd: Command, timeout: Duration) -> Result<Running, String> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    cmd.process_group(0);
-    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            #[cfg(target_os = "linux")]
-            {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
+    #[cfg(unix)]
+    {
+        cmd.process_group(0);
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                #[cfg(target_os = "linux")]
+                {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
-            }
-            Ok(())
-        });
+                Ok(())
+            });
+        }
     }
     let program = format!("{:?}", cmd.get_program());
     let mut child = cmd
@@ -251,7 +255,7 @@ impl Running {
                 Ok(Some(status)) => {
                     // The group may still hold grandchildren that keep a GPU context alive.
                     self.kill_group();
-                    return match (status.code(), status.signal()) {
+                    return match (status.code(), exit_signal(&status)) {
                         (Some(c), _) => Exit::Code(c),
                         (None, Some(s)) => Exit::Signal(s),
                         _ => Exit::Code(-1),
@@ -268,10 +272,13 @@ impl Running {
     }
 
     fn kill_group(&mut self) {
-        let pid = self.child.id() as i32;
-        // SAFETY: plain syscall; the group id is the child's pid because of process_group(0).
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
+        #[cfg(unix)]
+        {
+            let pid = self.child.id() as i32;
+            // SAFETY: plain syscall; the group id is the child's pid because of process_group(0).
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -294,7 +301,25 @@ pub fn run(cmd: Command, timeout: Duration) -> Outcome {
     }
 }
 
+#[cfg(unix)]
+fn exit_signal(status: &std::process::ExitStatus) -> Option<i32> {
+    status.signal()
+}
+
+// Process groups and signals are Unix notions; elsewhere a child is killed by itself and a crash
+// shows as an exit code.
+#[cfg(not(unix))]
+fn exit_signal(_status: &std::process::ExitStatus) -> Option<i32> {
+    None
+}
+
+#[cfg(not(unix))]
+pub fn signal_name(_sig: i32) -> &'static str {
+    "signal"
+}
+
 /// Human name of a signal number.
+#[cfg(unix)]
 pub fn signal_name(sig: i32) -> &'static str {
     match sig {
         libc::SIGSEGV => "SIGSEGV",

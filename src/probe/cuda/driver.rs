@@ -7,7 +7,10 @@ use super::sys;
 use crate::report::ApiError;
 
 /// Library names tried in order. `GPUPROBE_LIBCUDA` overrides (tests point it at a fake driver).
+#[cfg(not(windows))]
 const CANDIDATES: &[&str] = &["libcuda.so.1", "libcuda.so"];
+#[cfg(windows)]
+const CANDIDATES: &[&str] = &["nvcuda.dll"];
 
 pub struct Driver {
     lib: sys::CudaDriver,

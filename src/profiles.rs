@@ -41,8 +41,7 @@ impl Knowledge {
     pub fn bundled() -> Result<Self> {
         let quirks: QuirkFile = parse_toml(BUNDLED_QUIRKS, "profiles/quirks.toml")?;
         quirks.validate(BUNDLED_QUIRKS, "profiles/quirks.toml")?;
-        let targets: TargetTable = parse_toml(BUNDLED_TARGETS, "profiles/targets.toml")?;
-        targets.validate("profiles/targets.toml")?;
+        let targets = bundled_targets()?;
         let options: OptionTable = parse_toml(BUNDLED_OPTIONS, "profiles/llama-options.toml")?;
         Ok(Knowledge {
             quirks: quirks.quirk,
@@ -89,6 +88,13 @@ impl Knowledge {
     pub fn quirk(&self, id: &str) -> Option<&Quirk> {
         self.quirks.iter().find(|q| q.id.eq_ignore_ascii_case(id))
     }
+}
+
+/// Only the target table (the probe needs nothing else from the profiles).
+pub fn bundled_targets() -> Result<TargetTable> {
+    let targets: TargetTable = parse_toml(BUNDLED_TARGETS, "profiles/targets.toml")?;
+    targets.validate("profiles/targets.toml")?;
+    Ok(targets)
 }
 
 /// `$GPUPROBE_QUIRKS_DIR` entries, then `$XDG_CONFIG_HOME/gpuprobe/quirks` (or `~/.config/...`).

@@ -167,10 +167,6 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
             smoke: smoke.as_deref(),
             env_set: &env_set,
         };
-        if req.llama.build.is_none() {
-            // An unknown build is planned as the newest known one, but quirk ranges must not be
-            // taken as certain for it.
-        }
         for d in &u.devices {
             if d.smoke.outcome == SmokeOutcome::Crash
                 && matches!(
@@ -274,19 +270,9 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
     }
 
     let groups = group(k, req, backend, switch, mode, planned);
-    for (name, value) in report
-        .map(|r| r.environment.clone())
-        .unwrap_or_default()
-        .iter()
-        .map(|e| {
-            (
-                e.name.clone(),
-                format!("{}={} is set: {}", e.name, e.value, e.effect),
-            )
-        })
-    {
-        warnings.push(note(Severity::Medium, value, &[], &[]));
-        let _ = name;
+    for e in report.map(|r| r.environment.as_slice()).unwrap_or_default() {
+        let message = format!("{}={} is set: {}", e.name, e.value, e.effect);
+        warnings.push(note(Severity::Medium, message, &[], &[]));
     }
     dedup_notes(&mut warnings);
     dedup_notes(&mut notes);

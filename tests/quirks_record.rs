@@ -19,6 +19,17 @@ fn failing_report(dir: &Path) -> std::path::PathBuf {
     p
 }
 
+/// `gpuprobe quirks record --from REPORT --file FILE`.
+fn record(report: &Path, file: &Path) -> std::process::Output {
+    common::gpuprobe()
+        .args(["quirks", "record", "--from"])
+        .arg(report)
+        .arg("--file")
+        .arg(file)
+        .output()
+        .unwrap()
+}
+
 const EXISTING: &str = r#"# my site's notes: keep this comment
 [[quirk]]
 id = "SITE-1"   # hand-written
@@ -38,13 +49,7 @@ fn records_are_added_in_place_then_replaced_and_used_by_plans() {
     std::fs::write(&file, EXISTING).unwrap();
     let report = failing_report(dir.path());
 
-    let out = common::gpuprobe()
-        .args(["quirks", "record", "--from"])
-        .arg(&report)
-        .arg("--file")
-        .arg(&file)
-        .output()
-        .unwrap();
+    let out = record(&report, &file);
     assert!(
         out.status.success(),
         "{}",
@@ -68,13 +73,7 @@ fn records_are_added_in_place_then_replaced_and_used_by_plans() {
     );
 
     // Again: the record is replaced, not duplicated.
-    let out = common::gpuprobe()
-        .args(["quirks", "record", "--from"])
-        .arg(&report)
-        .arg("--file")
-        .arg(&file)
-        .output()
-        .unwrap();
+    let out = record(&report, &file);
     assert!(String::from_utf8_lossy(&out.stdout).contains("replaced LOCAL-sm_90-fail-set-access"));
     let again = std::fs::read_to_string(&file).unwrap();
     assert_eq!(again.matches("[[quirk]]").count(), 2);
@@ -123,13 +122,7 @@ fn nothing_to_record_for_a_passing_report() {
     let passing = dir.path().join("passing.json");
     std::fs::write(&passing, PASSING).unwrap();
     let file = dir.path().join("local.toml");
-    let out = common::gpuprobe()
-        .args(["quirks", "record", "--from"])
-        .arg(&passing)
-        .arg("--file")
-        .arg(&file)
-        .output()
-        .unwrap();
+    let out = record(&passing, &file);
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to record"));
     assert!(
@@ -144,13 +137,7 @@ fn a_broken_file_is_left_untouched_with_exit_2() {
     let report = failing_report(dir.path());
     let file = dir.path().join("local.toml");
     std::fs::write(&file, "[[quirk]]\nid = \"X\"\ntitle = \n").unwrap();
-    let out = common::gpuprobe()
-        .args(["quirks", "record", "--from"])
-        .arg(&report)
-        .arg("--file")
-        .arg(&file)
-        .output()
-        .unwrap();
+    let out = record(&report, &file);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("local.toml:3"),
@@ -168,13 +155,7 @@ fn a_new_file_starts_with_its_explanation() {
     let dir = tempfile::tempdir().unwrap();
     let report = failing_report(dir.path());
     let file = dir.path().join("new").join("local.toml");
-    let out = common::gpuprobe()
-        .args(["quirks", "record", "--from"])
-        .arg(&report)
-        .arg("--file")
-        .arg(&file)
-        .output()
-        .unwrap();
+    let out = record(&report, &file);
     assert!(out.status.success());
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.starts_with("# Local quirk records"), "{text}");

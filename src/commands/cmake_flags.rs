@@ -88,40 +88,30 @@ fn parse_version(flag: &str, s: &str) -> Result<Version> {
     })
 }
 
+/// The OS of the measured host, or of this one.
 pub fn host_os(report: Option<&Report>) -> Os {
-    match report.map(|r| r.host.os.as_str()) {
-        Some("windows") => Os::Windows,
-        Some("wsl") => Os::Wsl,
-        Some(_) => Os::Linux,
-        None if cfg!(windows) => Os::Windows,
-        None => crate::probe::host().os.parse_os(),
-    }
-}
-
-trait ParseOs {
-    fn parse_os(&self) -> Os;
-}
-impl ParseOs for String {
-    fn parse_os(&self) -> Os {
-        match self.as_str() {
-            "windows" => Os::Windows,
-            "wsl" => Os::Wsl,
-            _ => Os::Linux,
-        }
+    match report {
+        Some(r) => Os::from_host(&r.host.os),
+        None => Os::from_host(&crate::probe::host().os),
     }
 }
 
 pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
     // Usage errors first, before any probing or planning.
-    let github_output = std::env::var_os("GITHUB_OUTPUT").filter(|v| !v.is_empty());
-    if a.format == Format::Github && github_output.is_none() {
-        return Err(crate::Error::input(
-            "--format github",
-            "GITHUB_OUTPUT is not set (not running in GitHub Actions)",
-            "use --format json or shell outside GitHub Actions",
-        )
-        .into());
-    }
+    let github_output = match a.format {
+        Format::Github => Some(
+            std::env::var_os("GITHUB_OUTPUT")
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| {
+                    crate::Error::input(
+                        "--format github",
+                        "GITHUB_OUTPUT is not set (not running in GitHub Actions)",
+                        "use --format json or shell outside GitHub Actions",
+                    )
+                })?,
+        ),
+        _ => None,
+    };
     let k = Knowledge::load()?;
     let llama = llama_target(a.llama_cpp.as_deref(), a.llama_build, &k)?;
     let mut rocm = a
@@ -300,17 +290,13 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
             )?;
         }
         Format::Github => {
-            let Some(output) = std::env::var_os("GITHUB_OUTPUT").filter(|v| !v.is_empty()) else {
-                return Err(crate::Error::input(
-                    "--format github",
-                    "GITHUB_OUTPUT is not set (not running in GitHub Actions)",
-                    "use --format json or shell outside GitHub Actions",
-                )
-                .into());
+            // Checked before planning: present here.
+            let Some(output) = &github_output else {
+                return Ok(crate::error::exit::USAGE);
             };
             let summary = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|v| !v.is_empty());
             let annotations =
-                emit::github::write(&plan, Path::new(&output), summary.as_deref().map(Path::new))?;
+                emit::github::write(&plan, Path::new(output), summary.as_deref().map(Path::new))?;
             print(&annotations)?;
         }
     }

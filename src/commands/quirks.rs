@@ -22,8 +22,8 @@ pub fn run(a: &QuirksArgs) -> Result<i32> {
                 out.push_str(&format!(
                     "{:<14} {:<8} {:<11} {}{tag}\n",
                     q.id,
-                    word(&q.severity),
-                    word(&q.confidence),
+                    q.severity.as_str(),
+                    q.confidence.as_str(),
                     q.title
                 ));
             }
@@ -45,8 +45,8 @@ pub fn run(a: &QuirksArgs) -> Result<i32> {
             let mut out = format!("{}: {}\n\n{}\n\n", q.id, q.title, q.summary);
             out.push_str(&format!(
                 "severity: {}\nconfidence: {}\n",
-                word(&q.severity),
-                word(&q.confidence)
+                q.severity.as_str(),
+                q.confidence.as_str()
             ));
             if q.contested {
                 out.push_str(
@@ -95,14 +95,6 @@ fn indent(s: &str) -> String {
         return "  (none)\n".into();
     }
     s.lines().map(|l| format!("  {l}\n")).collect()
-}
-
-/// The spelling used in the TOML files (serde's), e.g. `medium-high`.
-fn word<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
 }
 
 fn record(

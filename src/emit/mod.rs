@@ -47,15 +47,11 @@ pub fn explain(plan: &Plan, knowledge: &crate::profiles::Knowledge) -> String {
             ));
             for id in &f.quirks {
                 if let Some(q) = knowledge.quirk(id) {
-                    out.push_str(
-                        &format!(
-                            "      {id} ({:?} confidence): {}\n",
-                            q.confidence,
-                            q.sources.join(" ")
-                        )
-                        .to_lowercase()
-                        .replacen(&id.to_lowercase(), id, 1),
-                    );
+                    out.push_str(&format!(
+                        "      {id} ({} confidence): {}\n",
+                        q.confidence.as_str(),
+                        q.sources.join(" ")
+                    ));
                 }
             }
         }

@@ -309,13 +309,8 @@ fn kfd_device(index: u32, g: &sysfs::KfdGpu, targets_apu: Option<bool>, smoke: S
 
 fn probe_hip(opts: &ProbeOptions, report: &mut Report) {
     let gpus = sysfs::kfd_gpus(&sysfs::root());
-    let knowledge = crate::profiles::Knowledge::bundled().ok();
-    let apu_of = |arch: &str| {
-        knowledge
-            .as_ref()
-            .and_then(|k| k.targets.get(arch))
-            .map(|t| t.apu)
-    };
+    let targets = crate::profiles::bundled_targets().ok();
+    let apu_of = |arch: &str| targets.as_ref().and_then(|t| t.get(arch)).map(|t| t.apu);
     let mut status = BackendStatus {
         backend: Backend::Hip,
         status: "ok".into(),

@@ -54,7 +54,42 @@ pub enum Os {
     Wsl,
 }
 
+impl Severity {
+    /// The spelling used in the TOML files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Low => "low",
+            Severity::Medium => "medium",
+            Severity::High => "high",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+impl Confidence {
+    /// The spelling used in the TOML files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Confidence::Low => "low",
+            Confidence::LowMedium => "low-medium",
+            Confidence::Medium => "medium",
+            Confidence::MediumHigh => "medium-high",
+            Confidence::High => "high",
+        }
+    }
+}
+
 impl Os {
+    /// `windows`, `wsl`, anything else is Linux (the OS names of a report's host).
+    pub fn from_host(name: &str) -> Os {
+        match name {
+            "windows" => Os::Windows,
+            "wsl" => Os::Wsl,
+            _ => Os::Linux,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Os::Linux => "linux",

@@ -17,6 +17,9 @@
 //     name, never by position.
 //   * hipDeviceAttributeVirtualMemoryManagementSupported appears in ROCm 5.3 headers; its value is 89
 //     from 5.3 through 7.x. Debian's 5.2.3 headers lack it, so the literal is used there.
+//   * What this file and the probe rely on in each header generation (member types and offsets, struct
+//     sizes, enum values) is asserted at compile time by compat-hip-check.cpp, which CI builds against
+//     every generation it has (scripts/build-probe.sh hip-check).
 //   * Kernels use amdgcn builtins for thread/block ids instead of threadIdx/blockIdx, so that they
 //     need no ROCm device library (lets gfx11/gfx12 targets build with `-nogpulib` where the
 //     toolchain's device libs stop short of them).
@@ -39,6 +42,10 @@ typedef unsigned long long gp_va;
 // ============================================================================================ HIP
 #include <hip/hip_runtime.h>
 #include <hip/hip_version.h>
+
+// The header generation, from the macros of hip_version.h.
+#define GP_HIP_AT_LEAST(major, minor) \
+    (HIP_VERSION_MAJOR > (major) || (HIP_VERSION_MAJOR == (major) && HIP_VERSION_MINOR >= (minor)))
 
 #define GP_BACKEND "hip"
 #define GP_RT_PREFIX "hip"   // prefix of runtime API names in error reports
@@ -82,7 +89,10 @@ typedef int gpDevice;
 #define GP_ATTR_PCI_DOMAIN hipDeviceAttributePciDomainID
 #define GP_ATTR_PCI_BUS hipDeviceAttributePciBusId
 #define GP_ATTR_PCI_DEVICE hipDeviceAttributePciDeviceId
-#if HIP_VERSION >= 50300000
+// Named from HIP 5.3 on. Debian's 5.2.3 headers lack the name; its value is 89 in every generation
+// that has it (probes/compat-hip-check.cpp asserts that for each header generation CI compiles), so a
+// 5.2 build asks a newer libamdhip64.so.5 the same question.
+#if GP_HIP_AT_LEAST(5, 3)
 #define GP_ATTR_VMM hipDeviceAttributeVirtualMemoryManagementSupported
 #else
 #define GP_ATTR_VMM ((hipDeviceAttribute_t)89)
@@ -264,7 +274,7 @@ static inline bool gp_entry_point(const char* symbol, void** fn, unsigned versio
     const char* api = "cudaGetDriverEntryPoint";
 #else
     (void)version;
-    int q = 0;
+    int q = 0;  // CUDA 11 reports no query result
     cudaError_t r = cudaGetDriverEntryPoint(symbol, fn, cudaEnableDefault);
     const char* api = "cudaGetDriverEntryPoint";
 #endif
@@ -275,10 +285,18 @@ static inline bool gp_entry_point(const char* symbol, void** fn, unsigned versio
         e->message = symbol;
         return false;
     }
-    if (q != 0 || *fn == nullptr) {
+#if CUDART_VERSION >= 12000
+    const bool found = q == cudaDriverEntryPointSuccess && *fn != nullptr;
+    const char* why = q == cudaDriverEntryPointVersionNotSufficent ? "cudaDriverEntryPointVersionNotSufficent"
+                                                                    : "cudaDriverEntryPointSymbolNotFound";
+#else
+    const bool found = *fn != nullptr;
+    const char* why = "cudaDriverEntryPointSymbolNotFound";
+#endif
+    if (!found) {
         e->api = api;
         e->code = (long long)q;
-        e->name = q == 2 ? "cudaDriverEntryPointVersionNotSufficent" : "cudaDriverEntryPointSymbolNotFound";
+        e->name = why;
         e->message = symbol;
         *fn = nullptr;
         return false;

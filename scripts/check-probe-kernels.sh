@@ -95,6 +95,9 @@ for arch in "$@"; do
     base=${arch%%:*}
     printf '%s\n' "$header" | grep -Eq '^ *Machine: +EM_AMDGPU$' \
         || fail "$arch: the code object is no AMDGPU ELF"
+    # A loadable code object is a shared object: the device link (lld) ran.
+    printf '%s\n' "$header" | grep -Eq '^ *Type: +DYN ' \
+        || fail "$arch: the code object is not linked: $(printf '%s\n' "$header" | grep Type:)"
     printf '%s\n' "$header" | grep -Eq "^ *Flags: +0x[0-9a-fA-F]+, $base(,|\$)" \
         || fail "$arch: the code object is built for another architecture: $(printf '%s\n' "$header" | grep Flags:)"
     got=$("$llvm/llvm-readelf" --dyn-symbols --wide "$co" | awk '$NF ~ /\.kd$/ { sub(/\.kd$/, "", $NF); print $NF }' \

@@ -1,7 +1,8 @@
 #!/bin/sh
-# Check that the kernels in a HIP build of the probe program, and the entry points of
-# probes/smoke.ptx, are the ones the kernel table of probes/PROTOCOL.md names ("Kernel symbols in
-# each implementation"), so that a kernel renamed, added or dropped without the table changing fails.
+# Check that the kernels in a HIP build of the probe program are the ones probes/PROTOCOL.md's table
+# "Kernels in the probe program's code objects" names, and that the entry points of probes/smoke.ptx
+# are the kernels of its "Kernel ABI" list, so that a kernel renamed, added or dropped without the
+# protocol changing fails.
 #
 # Usage: scripts/check-probe-kernels.sh FILE ARCH...
 #   FILE: an executable or object from scripts/build-probe.sh hip / hip-clang (it carries the code
@@ -43,6 +44,14 @@ fi
 
 fail() { echo "check-probe-kernels: $*" >&2; exit 1; }
 
+# abi_kernels: the kernel names of PROTOCOL.md's "Kernel ABI" list ("* `NAME(...)`"), sorted.
+abi_kernels() {
+    names=$(awk '/^#+ / { in_abi = ($0 ~ /^#+ Kernel ABI/) } in_abi' "$protocol" \
+        | sed -n -E 's/^\* `([A-Za-z_][A-Za-z0-9_]*)\(.*/\1/p' | sort)
+    [ -n "$names" ] || fail "probes/PROTOCOL.md has no Kernel ABI list"
+    printf '%s\n' "$names"
+}
+
 # expected IMPL: the kernel names of PROTOCOL.md's row for `IMPL`, one per line, sorted.
 expected() {
     names=$(awk -F'|' -v key="\`$1\`" '{ gsub(/^ +| +$/, "", $2) } $2 == key { print $3 }' "$protocol" \
@@ -65,7 +74,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
 # ---- smoke.ptx: its .entry points
-want_ptx=$(expected probes/smoke.ptx)
+want_ptx=$(abi_kernels)
 got_ptx=$(sed -n -E 's/^[[:space:]]*(\.(visible|weak)[[:space:]]+)?\.entry[[:space:]]+([A-Za-z_$%][A-Za-z0-9_$]*).*/\3/p' "$ptx" | sort)
 same "the entry points of probes/smoke.ptx" "$want_ptx" "$got_ptx"
 echo "check-probe-kernels: probes/smoke.ptx ok ($(printf '%s' "$got_ptx" | tr '\n' ' '))"

@@ -23,7 +23,11 @@ What it reads from each build:
     "<NAME> is deprecated";
   * kind = "variable" names: whether code in the files named by the entry's `search` mentions them;
   * read_by: which of ggml/src/ggml-cuda and ggml/src/ggml-hip CMakeLists.txt use the name, directly
-    or through a function()/macro() they call (newest build that has it).
+    or through a function()/macro() they call (newest build that has it);
+  * eras (scripts/llama-options-tracked.toml [[era]]): facts read from each build's backend CMake
+    code, by range of builds: which *_NO_VMM option the HIP backend reads (hip_vmm_switch), and
+    whether a plain 12X CUDA architecture is accepted, rejected or rewritten to 12Xa
+    (cuda_arch_12x). Known facts from git history place changes that fall between scanned builds.
 
 Python 3.11+, standard library only. Output is deterministic.
 """
@@ -453,6 +457,8 @@ class BuildScan:
     # name -> files that mention it directly or call a function()/macro() whose body mentions it
     effective: dict[str, set[str]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
+    # era name -> value this build shows (see ERA_DETECTORS)
+    eras: dict[str, str] = field(default_factory=dict)
 
 
 _WORD = re.compile(r"[A-Za-z0-9_]+")
@@ -573,7 +579,77 @@ def scan_build(root: Path, build: int, tracked: set[str]) -> BuildScan:
         for fn in called:
             for name in body_names.get(fn, ()):
                 scan.effective.setdefault(name, set()).add(rel)
+    for era, detect in ERA_DETECTORS.items():
+        scan.eras[era] = detect(files)
     return scan
+
+
+# --------------------------------------------------------------------------------------------------
+# Eras: facts about a build that are not option declarations but decide what gpuprobe may emit.
+
+
+def backend_block(files: dict[str, list[Command]], backend: str) -> list[Command]:
+    """The commands of a backend's CMake code: its own CMakeLists.txt where it has one (build 4080
+    and later), else the `if (GGML_<B>)`/`if (LLAMA_<B>)` block of the older single-file layout."""
+    own = f"ggml/src/ggml-{backend}/CMakeLists.txt"
+    if own in files:
+        return files[own]
+    switches = {
+        "hip": {"GGML_HIPBLAS", "GGML_HIP", "LLAMA_HIPBLAS", "LLAMA_HIP"},
+        "cuda": {"GGML_CUDA", "LLAMA_CUDA", "LLAMA_CUBLAS"},
+    }[backend]
+    out: list[Command] = []
+    for rel in ("ggml/src/CMakeLists.txt", "CMakeLists.txt"):
+        depth = 0
+        inside = False
+        for c in files.get(rel, []):
+            if c.name == "if":
+                if not inside and len(c.args) == 1 and c.args[0].text in switches:
+                    inside, depth = True, 0
+                    continue
+                depth += 1
+            elif c.name == "endif":
+                if inside and depth == 0:
+                    inside = False
+                    continue
+                depth -= 1
+            if inside:
+                out.append(c)
+    return out
+
+
+def detect_hip_vmm_switch(files: dict[str, list[Command]]) -> str:
+    """The option whose value the HIP backend turns into the define that compiles the VMM pool
+    out: GGML_HIP_NO_VMM, GGML_CUDA_NO_VMM, or "" when its CMake code reads neither."""
+    for c in backend_block(files, "hip"):
+        if c.name in ("if", "elseif"):
+            for a in c.args:
+                if a.text in ("GGML_HIP_NO_VMM", "GGML_CUDA_NO_VMM"):
+                    return a.text
+    return ""
+
+
+def detect_cuda_arch_12x(files: dict[str, list[Command]]) -> str:
+    """What the CUDA backend does with a plain 12X in CMAKE_CUDA_ARCHITECTURES: "rejected" (a
+    FATAL_ERROR asking for 12Xa/12Xf), "rewritten" (to 12Xa), or "accepted" (no Blackwell
+    handling)."""
+    cmds = backend_block(files, "cuda")
+    for c in cmds:
+        if c.name == "message" and c.args and c.args[0].text == "FATAL_ERROR":
+            text = " ".join(a.text for a in c.args[1:])
+            if re.search(r"\$\{ARCH\}a\b", text):
+                return "rejected"
+    for c in cmds:
+        if c.name == "string" and len(c.args) >= 3 and c.args[0].text == "REGEX" \
+                and c.args[1].text == "REPLACE" and "12[0-9]" in c.args[2].text:
+            return "rewritten"
+    return "accepted"
+
+
+ERA_DETECTORS = {
+    "hip_vmm_switch": detect_hip_vmm_switch,
+    "cuda_arch_12x": detect_cuda_arch_12x,
+}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -821,6 +897,31 @@ def build_table(tracked_doc: dict, scans: list[BuildScan]) -> str:
                 out.append("[[option.defaults]]")
                 out.append(f"builds = {toml_str(fmt_range(s, e))}")
                 out.append(f"value = {toml_str(v)}")
+        out.append("")
+
+    for era in tracked_doc.get("era", []):
+        name = era["name"]
+        if name not in ERA_DETECTORS:
+            warn(f"era {name}: no detector in this script; left out")
+            continue
+        known = [(*parse_range(k["builds"]), str(k["value"])) for k in era.get("known", [])]
+        scanned = [(sc.build, sc.eras[name]) for sc in scans]
+        for b, v in scanned:
+            for klo, khi, kv in known:
+                if in_range(b, klo, khi) and kv != v:
+                    warn(f"era {name}: build {b} shows {v!r}, known fact says {kv!r} for "
+                         f"{fmt_range(klo, khi)}; using the source")
+        kept = [(klo, khi, kv) for klo, khi, kv in known
+                if not any(in_range(b, klo, khi) and kv != v for b, v in scanned)]
+        out.append("[[era]]")
+        out.append(f"name = {toml_str(name)}")
+        out.append(f"description = {toml_str(era.get('description', ''))}")
+        for k in era.get("known", []):
+            out.append(f"# known facts: {k['builds']} = {k['value']!r}: {k.get('source', '')}")
+        for lo_, hi_, v in default_segments(None, None, scanned, kept):
+            out.append("[[era.range]]")
+            out.append(f"builds = {toml_str(fmt_range(lo_, hi_))}")
+            out.append(f"value = {toml_str(v)}")
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
 

@@ -107,17 +107,27 @@ pub enum Format {
 pub enum OsChoice {
     Linux,
     Windows,
+    /// Windows Subsystem for Linux 2 (the Linux runtime on a Windows driver).
+    Wsl,
 }
 
 #[derive(Debug, Args)]
 pub struct CmakeFlagsArgs {
     /// Declared targets, comma-separated: gfx names (gfx1100), family tokens (gfx110X, gfx120X) and CUDA
-    /// archs (sm_90, 90). Targets-only mode: nothing is probed.
-    #[arg(long, value_name = "LIST", conflicts_with = "from")]
+    /// archs (sm_90, 90), built for machines not known here. Targets-only mode: nothing is probed.
+    #[arg(long, value_name = "LIST", conflicts_with = "machine")]
     pub targets: Option<String>,
-    /// Plan from a saved `gpuprobe detect --json` report instead of probing.
-    #[arg(long, value_name = "REPORT.json")]
-    pub from: Option<PathBuf>,
+    /// The GPUs of one machine, one name per GPU, comma-separated (gfx1201,gfx1103 for a dGPU
+    /// next to an iGPU; sm_75,sm_75 for two of a kind): one build for all of them, and quirks that
+    /// depend on the machine's set of GPUs apply definitely. Nothing is probed.
+    #[arg(long, value_name = "LIST")]
+    pub machine: Option<String>,
+    /// Evidence and reports: a `gpuprobe detect --json` report, a `check-build --exercise --json`
+    /// document, or a directory of them; repeatable. Without --targets/--machine, one report is the
+    /// machine to plan for and several reports plan for the union of their GPUs; with them, the
+    /// documents are only evidence (measured passes that let HIP VMM on).
+    #[arg(long, value_name = "PATH")]
+    pub from: Vec<PathBuf>,
     /// A llama.cpp source tree: the options it declares and (from git or an sdist) its build number.
     #[arg(long, value_name = "DIR")]
     pub llama_cpp: Option<PathBuf>,
@@ -210,6 +220,12 @@ pub struct WorkflowArgs {
     /// Operating systems to build on, comma-separated: linux, windows.
     #[arg(long, value_name = "LIST", default_value = "linux")]
     pub os: String,
+    /// Evidence: `gpuprobe detect --json` reports and `check-build --exercise --json` documents
+    /// (files or directories of them; repeatable). A HIP target gets the VMM pool only where a
+    /// measured pass for its architecture on that ROCm series and OS is among them (or shipped in
+    /// profiles/measured.toml).
+    #[arg(long, value_name = "PATH")]
+    pub from: Vec<PathBuf>,
     /// Backend, when the targets do not make it clear.
     #[arg(long, value_enum)]
     pub backend: Option<BackendChoice>,

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod commands;
 pub mod emit;
 pub mod error;
+pub mod evidence;
 pub mod llama;
 pub mod plan;
 pub mod probe;

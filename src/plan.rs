@@ -16,6 +16,9 @@ pub enum Mode {
     Report,
     /// Declared targets only (CI without a GPU).
     Targets,
+    /// Declared GPUs of one machine (`--machine`): one build for all of them, and what depends
+    /// on the machine's set of GPUs (several GPUs, an iGPU next to a dGPU) is known.
+    Machine,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -74,6 +77,9 @@ pub struct Flag {
     pub reason: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub quirks: Vec<String>,
+    /// For a decision kept on the safe side: what would lift it, as something the user can run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lift: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

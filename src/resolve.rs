@@ -4,18 +4,23 @@
 
 use std::collections::BTreeMap;
 
+use crate::evidence::{Evidence, Key, Level};
 use crate::llama::LlamaTarget;
+use crate::llama::options::Plain12x;
 use crate::plan::{EnvAdvice, Flag, Group, LlamaRef, Mode, Note, Plan, SCHEMA, ToolkitRef};
 use crate::profiles::Knowledge;
-use crate::quirks::{Context, Os, Quirk, Severity, Tri, VmmEffect};
+use crate::quirks::{Context, Os, Quirk, Severity, Tri};
 use crate::report::{Backend, Device, Report, SmokeOutcome, Vendor};
 use crate::version::Version;
 
 /// What the plan is for.
 #[derive(Debug, Clone)]
 pub enum Devices<'a> {
-    /// Target names, already expanded (`gfx1100`, `sm_90`).
+    /// Target names, already expanded (`gfx1100`, `sm_90`): builds for machines not known here.
     Declared(Vec<String>),
+    /// The GPUs of one machine, one name per GPU (`gfx1201`, `gfx1103`; `sm_75`, `sm_75` for two
+    /// of a kind): one build for all of them.
+    Machine(Vec<String>),
     /// A detect report, measured now (`Probe`) or read from a file (`Report`).
     Measured { report: &'a Report, mode: Mode },
 }
@@ -38,6 +43,9 @@ pub struct Request<'a> {
     pub env_set: Vec<String>,
     /// Force the legacy pool whatever was measured (for comparisons and tests).
     pub force_no_vmm: bool,
+    /// Measured VMM records to draw on: `--from` documents and profiles/measured.toml. A
+    /// measured plan adds its own report's smoke results.
+    pub evidence: Evidence,
 }
 
 /// One architecture in the plan, with the devices of that architecture if measured.
@@ -46,6 +54,27 @@ struct Unit<'a> {
     vendor: Vendor,
     apu: Option<bool>,
     devices: Vec<&'a Device>,
+    /// How many GPUs of this architecture the machine has (declared machines).
+    count: usize,
+}
+
+/// The VMM decision for one architecture.
+struct VmmDecision {
+    vmm: bool,
+    reason: String,
+    quirks: Vec<String>,
+    lift: Option<String>,
+}
+
+impl VmmDecision {
+    fn legacy(reason: impl Into<String>, quirks: Vec<String>, lift: Option<String>) -> Self {
+        VmmDecision {
+            vmm: false,
+            reason: reason.into(),
+            quirks,
+            lift,
+        }
+    }
 }
 
 pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
@@ -96,6 +125,8 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
         Backend::Hip => req.rocm.clone(),
         Backend::Cuda => req.cuda.clone(),
     };
+    let mut warnings: Vec<Note> = Vec::new();
+    let mut notes: Vec<Note> = Vec::new();
     // Buildability is a question for the toolkit that will compile; runtime quirks are a question
     // for the runtime the devices were measured with, when there is one.
     let toolkit = declared.clone();
@@ -120,6 +151,24 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
              give --{} VER to be precise",
             toolkit_name.to_lowercase()
         ));
+        // What the target table knows about the toolkit each target needs, said where it cannot
+        // be checked.
+        for u in &units {
+            if let Some(t) = k.targets.get(&u.arch)
+                && let Some(need) = t.toolkit_requirement()
+            {
+                notes.push(note(
+                    Severity::Medium,
+                    format!(
+                        "{} needs {need}; the {toolkit_name} version is unknown, so this plan could not check it: give --{} VER",
+                        u.arch,
+                        toolkit_name.to_lowercase()
+                    ),
+                    &[],
+                    std::slice::from_ref(&u.arch),
+                ));
+            }
+        }
     }
 
     let build = req.llama.effective_build(&k.options);
@@ -127,21 +176,24 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
         .and_then(|r| r.devices.first())
         .and_then(|d| d.driver_version.as_deref())
         .and_then(|s| s.parse().ok());
-    let multi_gpu = report.map(|r| r.devices.iter().filter(|d| d.backend == backend).count() > 1);
-    let igpu_with_dgpu = report.map(|r| {
-        let ds: Vec<&Device> = r.devices.iter().filter(|d| d.backend == backend).collect();
-        ds.iter().any(|d| d.integrated == Some(true))
-            && ds.iter().any(|d| d.integrated == Some(false))
-    });
+    let (multi_gpu, igpu_with_dgpu) = machine_traits(k, mode, &units, report, backend);
     let peer_problem = report.map(|r| {
         r.peers
             .iter()
             .any(|p| p.can_access == Some(false) || p.copy_ok == Some(false))
     });
     let env_set: Vec<String> = req.env_set.clone();
+    // The records a decision may draw on: the given ones plus this plan's own measurements.
+    let mut evidence = req.evidence.clone();
+    if let Some(r) = report {
+        let origin = match mode {
+            Mode::Probe => "this machine's probe".to_string(),
+            _ => "the report planned for".to_string(),
+        };
+        evidence.add_report(r, &origin);
+    }
+    let vmm_switch = vmm_switch(k, req, backend);
 
-    let mut warnings: Vec<Note> = Vec::new();
-    let mut notes: Vec<Note> = Vec::new();
     let mut planned: Vec<Planned> = Vec::new();
 
     for u in &units {
@@ -202,28 +254,52 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
             }
         }
 
-        let (vmm, vmm_reason, vmm_quirks) =
-            decide_vmm(k, req, backend, u, &base_ctx, smoke.as_deref(), &mut trace);
+        let decision = match &vmm_switch {
+            VmmSwitch::CompiledOut => VmmDecision::legacy(
+                format!(
+                    "llama.cpp build {build} has no VMM pool for HIP (it was compiled for HIP from build 4548 on): the legacy pool whatever the flags"
+                ),
+                vec![],
+                None,
+            ),
+            VmmSwitch::Flag(flag) => decide_vmm(
+                k,
+                req,
+                backend,
+                flag,
+                u,
+                &base_ctx,
+                runtime.as_ref(),
+                &evidence,
+                &mut trace,
+            ),
+        };
+        let vmm = decision.vmm;
         let mut flags = Vec::new();
         let mut env = Vec::new();
-        let vmm_flag = match backend {
-            Backend::Hip => "GGML_HIP_NO_VMM",
-            Backend::Cuda => "GGML_CUDA_NO_VMM",
-        };
-        if req.llama.declares(&k.options, vmm_flag) {
-            flags.push(Flag {
-                name: vmm_flag.into(),
+        match &vmm_switch {
+            VmmSwitch::Flag(flag) if req.llama.declares(&k.options, flag) => flags.push(Flag {
+                name: flag.clone(),
                 value: if vmm { "OFF" } else { "ON" }.into(),
-                reason: vmm_reason,
-                quirks: vmm_quirks,
-            });
-        } else {
-            notes.push(note(
+                reason: match &decision.lift {
+                    Some(l) => format!("{}; to lift it: {l}", decision.reason),
+                    None => decision.reason.clone(),
+                },
+                quirks: decision.quirks.clone(),
+                lift: decision.lift.clone(),
+            }),
+            VmmSwitch::Flag(flag) => notes.push(note(
                 Severity::Info,
-                format!("{vmm_flag} is not declared in llama.cpp build {build}; the VMM decision ({}) cannot be expressed as a flag there", if vmm { "VMM on" } else { "legacy pool" }),
+                format!("{flag} is not declared in llama.cpp build {build}; the VMM decision ({}) cannot be expressed as a flag there", if vmm { "VMM on" } else { "legacy pool" }),
                 &[],
                 std::slice::from_ref(&u.arch),
-            ));
+            )),
+            VmmSwitch::CompiledOut => notes.push(note(
+                Severity::Info,
+                decision.reason.clone(),
+                &[],
+                std::slice::from_ref(&u.arch),
+            )),
         }
 
         // Two passes: the first finds whether unified memory is recommended (quirks may depend on it).
@@ -234,6 +310,7 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
                 && q.evaluate(&ctx).0 == Tri::Yes
         });
         ctx.uma = Some(uma);
+        let mut withdrawn: Vec<(String, String)> = Vec::new();
         for q in k.quirks.iter().filter(|q| !q.contested) {
             let (verdict, why) = q.evaluate(&ctx);
             if verdict == Tri::No {
@@ -246,6 +323,11 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
                 tri_word(verdict),
                 why.join("; ")
             ));
+            if verdict == Tri::Yes {
+                for name in &q.effect.withdraw_env {
+                    withdrawn.push((name.clone(), q.id.clone()));
+                }
+            }
             apply_quirk(
                 k,
                 req,
@@ -260,16 +342,32 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
                 build,
             );
         }
-        planned.push((
-            u.arch.clone(),
-            u.devices.iter().map(|d| d.index).collect(),
+        // A record that shows another record's env advice to be harmful here withdraws it.
+        env.retain(|e| match withdrawn.iter().find(|(n, _)| n == &e.name) {
+            Some((_, by)) => {
+                trace.push(format!(
+                    "{}: {}={} ({}) withdrawn: {by} matches",
+                    u.arch,
+                    e.name,
+                    e.value,
+                    e.quirks.join(", ")
+                ));
+                false
+            }
+            None => true,
+        });
+        planned.push(Planned {
+            arch: u.arch.clone(),
+            devices: u.devices.iter().map(|d| d.index).collect(),
             vmm,
             flags,
             env,
-        ));
+        });
     }
 
-    let groups = group(k, req, backend, switch, mode, planned);
+    let one_machine = matches!(mode, Mode::Probe | Mode::Report | Mode::Machine);
+    let mut groups = group(k, req, backend, switch, mode, planned, one_machine);
+    drop_overrides_for_unbuilt_targets(&mut groups, &mut notes);
     for e in report.map(|r| r.environment.as_slice()).unwrap_or_default() {
         let message = format!("{}={} is set: {}", e.name, e.value, e.effect);
         warnings.push(note(Severity::Medium, message, &[], &[]));
@@ -310,32 +408,78 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
     })
 }
 
+/// Several GPUs used together, and an iGPU next to a dGPU: known for a measured or declared
+/// machine, unknown for targets built for machines not known here.
+fn machine_traits(
+    k: &Knowledge,
+    mode: Mode,
+    units: &[Unit<'_>],
+    report: Option<&Report>,
+    backend: Backend,
+) -> (Option<bool>, Option<bool>) {
+    if let Some(r) = report {
+        let ds: Vec<&Device> = r.devices.iter().filter(|d| d.backend == backend).collect();
+        let igpu = ds.iter().any(|d| d.integrated == Some(true))
+            && ds.iter().any(|d| d.integrated == Some(false));
+        return (Some(ds.len() > 1), Some(igpu));
+    }
+    if mode != Mode::Machine {
+        return (None, None);
+    }
+    let count: usize = units.iter().map(|u| u.count).sum();
+    let apu = |u: &Unit<'_>| k.targets.get(&u.arch).is_some_and(|t| t.apu);
+    let igpu = units.iter().any(apu) && units.iter().any(|u| !apu(u));
+    (Some(count > 1), Some(igpu))
+}
+
+/// How a build turns the VMM pool on or off.
+enum VmmSwitch {
+    /// `GGML_HIP_NO_VMM` / `GGML_CUDA_NO_VMM`: ON compiles the pool out.
+    Flag(String),
+    /// HIP before build 4548: no VMM pool whatever the flags.
+    CompiledOut,
+}
+
+fn vmm_switch(k: &Knowledge, req: &Request<'_>, backend: Backend) -> VmmSwitch {
+    match backend {
+        Backend::Cuda => VmmSwitch::Flag("GGML_CUDA_NO_VMM".into()),
+        Backend::Hip => match req.llama.hip_vmm_switch(&k.options) {
+            s if s.is_empty() => VmmSwitch::CompiledOut,
+            s => VmmSwitch::Flag(s),
+        },
+    }
+}
+
 fn collect_units<'a>(
     k: &Knowledge,
     req: &'a Request<'a>,
 ) -> Result<(Mode, Vec<Unit<'a>>, Option<&'a Report>), crate::Error> {
-    match &req.devices {
-        Devices::Declared(names) => {
-            let units = names
-                .iter()
-                .map(|n| {
-                    let t = k.targets.get(n).ok_or_else(|| {
-                        crate::Error::input(
-                            "--targets",
-                            format!("unknown GPU target `{n}`"),
-                            "see `gpuprobe quirks targets`",
-                        )
-                    })?;
-                    Ok(Unit {
-                        arch: t.name.clone(),
-                        vendor: t.vendor,
-                        apu: Some(t.apu),
-                        devices: Vec::new(),
-                    })
-                })
-                .collect::<Result<Vec<_>, crate::Error>>()?;
-            Ok((Mode::Targets, units, None))
+    let declared = |names: &Vec<String>, what: &str| -> Result<Vec<Unit<'a>>, crate::Error> {
+        let mut units: Vec<Unit<'a>> = Vec::new();
+        for n in names {
+            let t = k.targets.get(n).ok_or_else(|| {
+                crate::Error::input(
+                    what,
+                    format!("unknown GPU target `{n}`"),
+                    "see `gpuprobe quirks targets`",
+                )
+            })?;
+            match units.iter_mut().find(|u| u.arch == t.name) {
+                Some(u) => u.count += 1,
+                None => units.push(Unit {
+                    arch: t.name.clone(),
+                    vendor: t.vendor,
+                    apu: Some(t.apu),
+                    devices: Vec::new(),
+                    count: 1,
+                }),
+            }
         }
+        Ok(units)
+    };
+    match &req.devices {
+        Devices::Declared(names) => Ok((Mode::Targets, declared(names, "--targets")?, None)),
+        Devices::Machine(names) => Ok((Mode::Machine, declared(names, "--machine")?, None)),
         Devices::Measured { report, mode } => {
             let mut units: Vec<Unit<'a>> = Vec::new();
             for d in &report.devices {
@@ -344,6 +488,7 @@ fn collect_units<'a>(
                     .find(|u| u.arch == d.arch && u.vendor == d.vendor)
                 {
                     u.devices.push(d);
+                    u.count += 1;
                 } else {
                     let apu = d
                         .integrated
@@ -353,6 +498,7 @@ fn collect_units<'a>(
                         vendor: d.vendor,
                         apu,
                         devices: vec![d],
+                        count: 1,
                     });
                 }
             }
@@ -369,10 +515,7 @@ fn measured_runtime(report: Option<&Report>, backend: Backend) -> Option<Version
         Backend::Hip => status.runtime_version.as_deref()?,
         Backend::Cuda => return None,
     };
-    let mut parts = text.split(['.', '-']);
-    let major = parts.next()?;
-    let minor = parts.next()?;
-    format!("{major}.{minor}").parse().ok()
+    crate::evidence::series_of(text)
 }
 
 /// The unit's smoke result, worst device first (`not-run` for declared targets).
@@ -400,28 +543,30 @@ fn unit_smoke(u: &Unit<'_>) -> Option<String> {
         .map(|(_, s)| s)
 }
 
+/// HIP VMM departs from llama.cpp's default only on evidence about the same architecture,
+/// runtime series and OS: at least a smoke pass, and a workload pass where a record asks for it.
+/// CUDA keeps its default (VMM on) unless a record denies it.
+#[allow(clippy::too_many_arguments)]
 fn decide_vmm(
     k: &Knowledge,
     req: &Request<'_>,
     backend: Backend,
+    flag: &str,
     u: &Unit<'_>,
     ctx: &Context<'_>,
-    smoke: Option<&str>,
+    runtime: Option<&Version>,
+    evidence: &Evidence,
     trace: &mut Vec<String>,
-) -> (bool, String, Vec<String>) {
+) -> VmmDecision {
     if req.force_no_vmm {
-        return (
-            false,
-            "legacy pool forced with --force-no-vmm".into(),
-            vec![],
-        );
+        return VmmDecision::legacy("legacy pool forced with --force-no-vmm", vec![], None);
     }
     // Measured facts first: the attribute, then the smoke test.
     if let Some(d) = u.devices.iter().find(|d| d.vmm_supported == Some(false)) {
-        return (
-            false,
+        return VmmDecision::legacy(
             format!("device {} ({}) reports no VMM support", d.index, d.name),
             vec![],
+            None,
         );
     }
     if let Some(d) = u
@@ -441,70 +586,224 @@ fn decide_vmm(
             vec![]
         };
         if d.smoke.outcome == SmokeOutcome::NotRun {
-            // Not measured: fall through to the quirk-only rules below, but say so.
+            // Not measured: fall through to the rules below, but say so.
             trace.push(format!(
-                "{}: smoke test not run on device {} ({what}); deciding from quirks",
+                "{}: smoke test not run on device {} ({what}); deciding from quirks and records",
                 u.arch, d.index
             ));
         } else {
-            return (false, format!("device {} ({}): {what}", d.index, d.name), q);
+            return VmmDecision::legacy(
+                format!("device {} ({}): {what}", d.index, d.name),
+                q,
+                None,
+            );
         }
     }
-    let measured_pass = smoke == Some("pass");
-    let mut denied: Vec<(String, String)> = Vec::new();
+
+    // What the quirk records ask for.
+    let mut denied: Vec<&Quirk> = Vec::new();
+    let mut raising: Vec<(&Quirk, Level, Tri)> = Vec::new();
     for q in k.quirks.iter().filter(|q| !q.contested) {
         let Some(effect) = q.effect.vmm else { continue };
         let (verdict, why) = q.evaluate(ctx);
         if !verdict.possible() {
             continue;
         }
-        if effect == VmmEffect::DenyUnlessSmokePass && measured_pass {
-            trace.push(format!(
-                "{}: {} would deny VMM but the smoke test passed on this machine [{}]",
-                u.arch,
-                q.id,
-                why.join("; ")
-            ));
-            continue;
-        }
-        let certainty = if verdict == Tri::Yes {
-            "matches"
-        } else {
-            "could match (some facts unknown)"
-        };
         trace.push(format!(
-            "{}: {} {certainty}: deny VMM [{}]",
+            "{}: {} {} ({}) [{}]",
             u.arch,
             q.id,
+            tri_word(verdict),
+            effect.as_str(),
             why.join("; ")
         ));
-        denied.push((q.id.clone(), format!("{} {certainty}: {}", q.id, q.title)));
+        match effect.lifted_by() {
+            None => denied.push(q),
+            Some(level) => raising.push((q, level, verdict)),
+        }
     }
     if !denied.is_empty() {
-        let ids = denied.iter().map(|(i, _)| i.clone()).collect();
-        let reasons: Vec<String> = denied.into_iter().map(|(_, r)| r).collect();
-        return (
-            false,
-            format!("{LEGACY_PREFIX}: {}", reasons.join("; ")),
+        let ids: Vec<String> = denied.iter().map(|q| q.id.clone()).collect();
+        let reasons: Vec<String> = denied
+            .iter()
+            .map(|q| {
+                let fix = match &q.fixed_in {
+                    Some(f) => format!("fixed in {}", f.describe(q.when.vendor)),
+                    None => "no fix known".to_string(),
+                };
+                format!("{} {}: {} ({fix})", q.id, certainty(ctx, q), q.title)
+            })
+            .collect();
+        let unknown_only =
+            runtime.is_none() && denied.iter().all(|q| q.evaluate(ctx).0 == Tri::Unknown);
+        let kit = match backend {
+            Backend::Hip => "ROCm",
+            Backend::Cuda => "CUDA",
+        };
+        let lift = if unknown_only {
+            Some(format!(
+                "give the {kit} version the binaries will run with (--{} VER)",
+                kit.to_lowercase()
+            ))
+        } else {
+            denied.iter().all(|q| q.fixed_in.is_some()).then(|| {
+                let fixes: Vec<String> = denied
+                    .iter()
+                    .filter_map(|q| q.fixed_in.as_ref().map(|f| f.describe(q.when.vendor)))
+                    .collect();
+                format!("build for {} or later", fixes.join(" and "))
+            })
+        };
+        let tail = if lift.is_none() {
+            "; no measurement lifts it"
+        } else {
+            ""
+        };
+        return VmmDecision::legacy(
+            format!("{LEGACY_PREFIX}: {}{tail}", reasons.join("; ")),
             ids,
+            lift,
         );
     }
-    let why = match (backend, measured_pass) {
-        (_, true) => "VMM smoke test passed on every device of this architecture and no deny quirk matches".to_string(),
-        (Backend::Hip, false) => {
-            "no deny quirk can match this target with the given ROCm version; the VMM pool avoids the legacy pool's VRAM creep (Q2)".into()
-        }
-        (Backend::Cuda, false) => "CUDA default: the VMM pool; no deny quirk can match".into(),
+
+    // The evidence needed: HIP departs from its default only on a measured pass.
+    let baseline = (backend == Backend::Hip).then_some(Level::Smoke);
+    let needed = raising.iter().map(|(_, l, _)| *l).chain(baseline).max();
+    let ids: Vec<String> = raising.iter().map(|(q, _, _)| q.id.clone()).collect();
+    let Some(needed) = needed else {
+        return VmmDecision {
+            vmm: true,
+            reason: "CUDA default: the VMM pool; no deny quirk can match".into(),
+            quirks: vec![],
+            lift: None,
+        };
     };
-    (
-        true,
-        why,
-        if backend == Backend::Hip {
-            vec!["Q1".into()]
-        } else {
-            vec![]
-        },
-    )
+    let why_needed = if raising.iter().any(|(_, l, _)| *l == needed) {
+        let names: Vec<String> = raising
+            .iter()
+            .filter(|(_, l, _)| *l == needed)
+            .map(|(q, _, v)| format!("{} {}", q.id, tri_word(*v)))
+            .collect();
+        format!("{} ({})", needed.as_str(), names.join(", "))
+    } else {
+        needed.as_str().to_string()
+    };
+    let kit = match backend {
+        Backend::Hip => "ROCm",
+        Backend::Cuda => "CUDA",
+    };
+    let series = runtime.and_then(|v| crate::evidence::series_of(&v.to_string()));
+    let Some(series) = series else {
+        return VmmDecision::legacy(
+            format!(
+                "{LEGACY_PREFIX}: VMM needs a measured {why_needed} pass for {} on the {kit} series the binaries run on, and the {kit} version is unknown",
+                u.arch
+            ),
+            with_q1(backend, ids),
+            Some(format!(
+                "give the {kit} version the binaries will run with (--{} VER)",
+                kit.to_lowercase()
+            )),
+        );
+    };
+    let key = Key {
+        arch: &u.arch,
+        backend,
+        series: Some(&series),
+        os: req.os,
+    };
+    let finding = evidence.find(&key);
+    let on = format!("{} on {kit} {series} ({})", u.arch, req.os.as_str());
+    if let Some(f) = finding.failures.first() {
+        return VmmDecision::legacy(
+            format!(
+                "{LEGACY_PREFIX}: a measured failure is on record for {on}: {} ({})",
+                f.detail, f.origin
+            ),
+            with_q1(backend, ids),
+            None,
+        );
+    }
+    match finding.best_pass {
+        Some(p) if p.level >= needed => {
+            trace.push(format!(
+                "{}: {} pass on record ({}) meets the {why_needed} evidence needed",
+                u.arch,
+                p.level.as_str(),
+                p.origin
+            ));
+            VmmDecision {
+                vmm: true,
+                reason: format!(
+                    "measured {} pass for {on}: {} ({}){}",
+                    p.level.as_str(),
+                    p.detail,
+                    p.origin,
+                    if ids.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; it lifts {}", ids.join(", "))
+                    }
+                ),
+                quirks: with_q1(backend, ids),
+                lift: None,
+            }
+        }
+        best => {
+            let have = match best {
+                Some(p) => format!(
+                    "only a {} pass is on record ({})",
+                    p.level.as_str(),
+                    p.origin
+                ),
+                None => "none is on record".to_string(),
+            };
+            VmmDecision::legacy(
+                format!("{LEGACY_PREFIX}: VMM needs a measured {why_needed} pass for {on}; {have}"),
+                with_q1(backend, ids),
+                Some(lift_command(needed, flag, &u.arch, kit, &series, req.os)),
+            )
+        }
+    }
+}
+
+/// Q1 is the background record of every HIP VMM decision.
+fn with_q1(backend: Backend, mut ids: Vec<String>) -> Vec<String> {
+    if backend == Backend::Hip && !ids.iter().any(|i| i == "Q1") {
+        ids.push("Q1".into());
+    }
+    ids
+}
+
+fn certainty(ctx: &Context<'_>, q: &Quirk) -> &'static str {
+    match q.evaluate(ctx).0 {
+        Tri::Yes => "matches",
+        _ => "could match (some facts unknown)",
+    }
+}
+
+/// One command that produces the missing evidence, and how to hand it back.
+fn lift_command(
+    needed: Level,
+    flag: &str,
+    arch: &str,
+    kit: &str,
+    series: &Version,
+    os: Os,
+) -> String {
+    let file = format!("{arch}-{}{series}-{}", kit.to_lowercase(), os.as_str());
+    let where_ = format!(
+        "on a {} machine with a {arch} and {kit} {series}",
+        os.as_str()
+    );
+    match needed {
+        Level::Workload => format!(
+            "{where_}, build llama.cpp with -D{flag}=OFF and run `gpuprobe check-build --binary build/bin/test-backend-ops --exercise --json > {file}-exercise.json`, then plan with `--from {file}-exercise.json`"
+        ),
+        _ => format!(
+            "{where_}, run `gpuprobe detect --json > {file}.json`, then plan with `--from {file}.json`"
+        ),
+    }
 }
 
 fn smoke_words(d: &Device) -> String {
@@ -566,6 +865,7 @@ fn apply_quirk(
                     value: value.clone(),
                     reason: format!("{}: {}", q.id, q.title),
                     quirks: vec![q.id.clone()],
+                    lift: None,
                 });
             }
         } else {
@@ -609,26 +909,46 @@ fn apply_quirk(
     }
 }
 
-type Planned = (String, Vec<u32>, bool, Vec<Flag>, Vec<EnvAdvice>);
+/// One architecture's decisions, before grouping.
+struct Planned {
+    arch: String,
+    devices: Vec<u32>,
+    vmm: bool,
+    flags: Vec<Flag>,
+    env: Vec<EnvAdvice>,
+}
 
 /// Targets with identical flags and env share one build; each group gets the arch list and the
-/// base flags.
+/// base flags. The GPUs of one machine (measured, or declared with --machine) are used by one
+/// process, so they always share one build: the safer value of each decision wins.
 fn group(
     k: &Knowledge,
     req: &Request<'_>,
     backend: Backend,
     switch: &'static str,
     mode: Mode,
-    planned: Vec<Planned>,
+    mut planned: Vec<Planned>,
+    one_machine: bool,
 ) -> Vec<Group> {
+    if one_machine && planned.len() > 1 {
+        planned = vec![merge_machine(planned)];
+    }
     let mut groups: Vec<Group> = Vec::new();
-    for (arch, devices, vmm, mut flags, env) in planned {
+    for Planned {
+        arch,
+        devices,
+        vmm,
+        mut flags,
+        env,
+    } in planned
+    {
         flags.sort_by(|a, b| a.name.cmp(&b.name));
+        let arch: Vec<String> = arch.split(',').map(str::to_string).collect();
         if let Some(g) = groups
             .iter_mut()
             .find(|g| g.vmm == vmm && same_flags(&g.flags, &flags) && g.env == env)
         {
-            g.targets.push(arch);
+            g.targets.extend(arch);
             g.devices.extend(devices);
             for f in flags {
                 if let Some(gf) = g.flags.iter_mut().find(|gf| gf.name == f.name) {
@@ -638,13 +958,20 @@ fn group(
                             gf.quirks.push(q);
                         }
                     }
+                    if gf.lift.is_none() {
+                        gf.lift = f.lift;
+                    } else if let (Some(a), Some(b)) = (&gf.lift, &f.lift)
+                        && a != b
+                    {
+                        gf.lift = Some(format!("{a}; {b}"));
+                    }
                 }
             }
             continue;
         }
         groups.push(Group {
             name: String::new(),
-            targets: vec![arch],
+            targets: arch,
             devices,
             vmm,
             flags,
@@ -676,6 +1003,112 @@ fn group(
         g.flags = head;
     }
     groups
+}
+
+/// One build for every architecture of a machine: the legacy pool if any of them needs it, every
+/// flag any of them needs (each reason says for which architecture), every env advice.
+fn merge_machine(planned: Vec<Planned>) -> Planned {
+    let vmm = planned.iter().all(|p| p.vmm);
+    let arch = planned
+        .iter()
+        .map(|p| p.arch.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut flags: Vec<Flag> = Vec::new();
+    let mut env: Vec<EnvAdvice> = Vec::new();
+    let mut devices = Vec::new();
+    for p in &planned {
+        devices.extend(p.devices.iter().copied());
+        for f in &p.flags {
+            let is_vmm_flag = f.name.ends_with("_NO_VMM");
+            // For the VMM switch, only the architectures whose decision the build takes explain it.
+            if is_vmm_flag && p.vmm != vmm {
+                continue;
+            }
+            let reason = format!("{}: {}", p.arch, f.reason);
+            match flags.iter_mut().find(|g| g.name == f.name) {
+                Some(g) => {
+                    g.reason = format!("{}; {reason}", g.reason);
+                    for q in &f.quirks {
+                        if !g.quirks.contains(q) {
+                            g.quirks.push(q.clone());
+                        }
+                    }
+                    g.lift = match (g.lift.take(), &f.lift) {
+                        (Some(a), Some(b)) if &a != b => Some(format!("{a}; {b}")),
+                        (a, b) => a.or_else(|| b.clone()),
+                    };
+                }
+                None => flags.push(Flag {
+                    reason,
+                    ..f.clone()
+                }),
+            }
+        }
+        for e in &p.env {
+            match env
+                .iter_mut()
+                .find(|x| x.name == e.name && x.value == e.value)
+            {
+                Some(x) => {
+                    for q in &e.quirks {
+                        if !x.quirks.contains(q) {
+                            x.quirks.push(q.clone());
+                        }
+                    }
+                }
+                None => env.push(e.clone()),
+            }
+        }
+    }
+    Planned {
+        arch,
+        devices,
+        vmm,
+        flags,
+        env,
+    }
+}
+
+/// `HSA_OVERRIDE_GFX_VERSION=11.5.0` makes the GPU run the build's gfx1150 code objects: advice
+/// that only helps a binary that has them. Where a group does not build that target the advice
+/// is dropped and a note says what would make it usable.
+fn drop_overrides_for_unbuilt_targets(groups: &mut [Group], notes: &mut Vec<Note>) {
+    for g in groups.iter_mut() {
+        let targets = g.targets.clone();
+        g.env.retain(|e| {
+            if e.name != "HSA_OVERRIDE_GFX_VERSION" {
+                return true;
+            }
+            let Some(t) = override_target(&e.value) else {
+                return true;
+            };
+            if targets.contains(&t) {
+                return true;
+            }
+            notes.push(note(
+                Severity::Medium,
+                format!(
+                    "{}: the stopgap HSA_OVERRIDE_GFX_VERSION={} runs {t} code objects, which this build ({}) does not have: add {t} to the targets to use it",
+                    e.quirks.join(", "),
+                    e.value,
+                    targets.join(", ")
+                ),
+                &e.quirks,
+                &targets,
+            ));
+            false
+        });
+    }
+}
+
+/// `11.5.0` → `gfx1150`, `9.0.10` → `gfx90a`, `10.3.0` → `gfx1030`.
+fn override_target(value: &str) -> Option<String> {
+    let mut it = value.trim().split('.');
+    let major: u32 = it.next()?.parse().ok()?;
+    let minor: u32 = it.next()?.parse().ok()?;
+    let step: u32 = it.next().unwrap_or("0").parse().ok()?;
+    (it.next().is_none() && minor < 16 && step < 16).then(|| format!("gfx{major}{minor:x}{step:x}"))
 }
 
 /// Joins two `prefix: a; b` reasons without repeating the prefix or a segment.
@@ -741,23 +1174,51 @@ fn base_flags(
                 value: targets.join(";"),
                 reason: explicit.into(),
                 quirks: vec!["Q19".into()],
+                lift: None,
             });
         }
         Backend::Cuda => {
             flags.push(flag(switch, "ON", "build the CUDA backend"));
-            let archs: Vec<&str> = targets
+            let plain_12x = req.llama.plain_12x(&k.options);
+            let mut spelled = Vec::new();
+            let archs: Vec<String> = targets
                 .iter()
-                .map(|t| k.targets.get(t).map_or(t.as_str(), |t| t.cmake_name()))
+                .map(|t| {
+                    let name = k.targets.get(t).map_or(t.as_str(), |t| t.cmake_name());
+                    // Blackwell 12X: builds from 7538 stop on a plain 120 ("use 120a or 120f")
+                    // or rewrite it to 120a; spell it 12Xa for them, as written before.
+                    if plain_12x != Plain12x::Accepted && is_plain_12x(name) {
+                        spelled.push(format!("{name}a"));
+                        format!("{name}a")
+                    } else {
+                        name.to_string()
+                    }
+                })
                 .collect();
+            let mut reason = explicit.to_string();
+            if !spelled.is_empty() {
+                reason.push_str(&format!(
+                    "; {} spelled architecture-specific because llama.cpp build {} {} a plain 12X",
+                    spelled.join(", "),
+                    req.llama.effective_build(&k.options),
+                    match plain_12x {
+                        Plain12x::Rejected => "rejects",
+                        _ => "rewrites",
+                    }
+                ));
+            }
             flags.push(Flag {
                 name: "CMAKE_CUDA_ARCHITECTURES".into(),
                 value: archs.join(";"),
-                reason: explicit.into(),
+                reason,
                 quirks: vec!["Q19".into()],
+                lift: None,
             });
         }
     }
-    if mode == Mode::Targets && req.llama.declares(&k.options, "GGML_NATIVE") {
+    if matches!(mode, Mode::Targets | Mode::Machine)
+        && req.llama.declares(&k.options, "GGML_NATIVE")
+    {
         flags.push(flag(
             "GGML_NATIVE",
             "OFF",
@@ -789,7 +1250,15 @@ fn flag(name: &str, value: &str, reason: &str) -> Flag {
         value: value.into(),
         reason: reason.into(),
         quirks: vec![],
+        lift: None,
     }
+}
+
+/// `120`, `121`: a Blackwell 12X without an `a`/`f` suffix.
+fn is_plain_12x(cmake_name: &str) -> bool {
+    cmake_name.len() == 3
+        && cmake_name.starts_with("12")
+        && cmake_name.chars().all(|c| c.is_ascii_digit())
 }
 
 fn note(

@@ -56,6 +56,22 @@ impl Target {
         }
     }
 
+    /// The toolkit this target needs, for people (`CUDA 12.8 or newer`, `CUDA 12.x or older`,
+    /// with the table's note); None when every version builds it.
+    pub fn toolkit_requirement(&self) -> Option<String> {
+        let kit = self.toolkit_name();
+        let need = match (&self.toolkit.min, &self.toolkit.max) {
+            (None, None) => return None,
+            (Some(min), None) => format!("{kit} {min} or newer"),
+            (None, Some(max)) => format!("{kit} {max}.x or older"),
+            (Some(min), Some(max)) => format!("{kit} {min} to {max}.x"),
+        };
+        Some(match &self.toolkit_note {
+            Some(n) => format!("{need} ({n})"),
+            None => need,
+        })
+    }
+
     /// Why `version` cannot build this target, with the fix; None when it can.
     pub fn unbuildable_with(&self, version: &Version) -> Option<String> {
         if self.toolkit.contains(version) {

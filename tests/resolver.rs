@@ -1,8 +1,9 @@
 //! Resolver decisions, one or more cases per quirk record, through the library API.
 //! Each case states what must be planned and would fail if the record or the rule broke.
 
+use gpuprobe::evidence::{Evidence, Level, Record, Verdict};
 use gpuprobe::llama::LlamaTarget;
-use gpuprobe::plan::{Mode, Plan};
+use gpuprobe::plan::{Group, Mode, Plan};
 use gpuprobe::profiles::Knowledge;
 use gpuprobe::quirks::Os;
 use gpuprobe::report::{Backend, Device, Host, PeerResult, Report, Smoke, SmokeOutcome, Vendor};
@@ -26,6 +27,8 @@ struct Case {
     cuda: Option<&'static str>,
     build: Option<u64>,
     os: Os,
+    machine: bool,
+    evidence: Evidence,
 }
 
 impl Case {
@@ -36,7 +39,28 @@ impl Case {
             cuda: None,
             build: Some(11434),
             os: Os::Linux,
+            machine: false,
+            evidence: Evidence::default(),
         }
+    }
+    /// The targets are the GPUs of one machine (`--machine`).
+    fn machine(mut self) -> Self {
+        self.machine = true;
+        self
+    }
+    /// A measured record for `arch` on `series` (synthetic, in memory: a test input).
+    fn evidence(
+        mut self,
+        arch: &str,
+        series: &str,
+        os: Os,
+        level: Level,
+        verdict: Verdict,
+    ) -> Self {
+        self.evidence
+            .records
+            .push(record(arch, series, os, level, verdict));
+        self
     }
     fn rocm(mut self, v: &'static str) -> Self {
         self.rocm = Some(v);
@@ -56,8 +80,20 @@ impl Case {
     }
     fn plan(&self) -> Plan {
         let k = k();
+        let names: Vec<String> = if self.machine {
+            self.targets
+                .split(',')
+                .map(|t| t.trim().to_string())
+                .collect()
+        } else {
+            k.targets.expand(self.targets).unwrap()
+        };
         let req = Request {
-            devices: Devices::Declared(k.targets.expand(self.targets).unwrap()),
+            devices: if self.machine {
+                Devices::Machine(names)
+            } else {
+                Devices::Declared(names)
+            },
             backend: None,
             llama: llama(self.build),
             rocm: self.rocm.map(|v| v.parse().unwrap()),
@@ -67,8 +103,28 @@ impl Case {
             os: self.os,
             env_set: vec![],
             force_no_vmm: false,
+            evidence: self.evidence.clone(),
         };
         resolve(&k, &req).expect("plan")
+    }
+}
+
+/// A synthetic measured record (test input, never shipped).
+fn record(arch: &str, series: &str, os: Os, level: Level, verdict: Verdict) -> Record {
+    let backend = if arch.starts_with("sm_") {
+        Backend::Cuda
+    } else {
+        Backend::Hip
+    };
+    Record {
+        arch: arch.into(),
+        backend,
+        series: Some(series.parse().unwrap()),
+        os,
+        level,
+        verdict,
+        origin: "synthetic test record".into(),
+        detail: format!("synthetic {} {verdict:?}", level.as_str()),
     }
 }
 
@@ -115,6 +171,10 @@ fn report(devices: Vec<Device>, hip_runtime: Option<&str>) -> Report {
 }
 
 fn plan_measured(r: &Report) -> Plan {
+    plan_measured_with(r, Evidence::default())
+}
+
+fn plan_measured_with(r: &Report, evidence: Evidence) -> Plan {
     let k = k();
     let req = Request {
         devices: Devices::Measured {
@@ -130,6 +190,7 @@ fn plan_measured(r: &Report) -> Plan {
         os: Os::Linux,
         env_set: vec![],
         force_no_vmm: false,
+        evidence,
     };
     resolve(&k, &req).expect("plan")
 }
@@ -242,6 +303,7 @@ fn cuda_and_hip_in_one_build_is_refused() {
         os: Os::Linux,
         env_set: vec![],
         force_no_vmm: false,
+        evidence: Evidence::default(),
     };
     let e = resolve(&k, &req).unwrap_err();
     assert_eq!(e.exit_code(), 1);
@@ -274,7 +336,7 @@ fn unknown_targets_suggest_the_nearest() {
 #[test]
 fn flags_absent_from_the_build_are_never_emitted() {
     let k = k();
-    for build in [4555u64, 5000, 9093, 10114, 10115, 11434] {
+    for build in [4500u64, 4550, 4555, 5000, 9093, 10114, 10115, 11434] {
         let p = Case::new("gfx1100,gfx1151").rocm("6.4").build(build).plan();
         for g in &p.groups {
             for f in &g.flags {
@@ -294,37 +356,129 @@ fn flags_absent_from_the_build_are_never_emitted() {
 // ---- HIP VMM ------------------------------------------------------------------------------
 
 #[test]
-fn q1_hip_vmm_on_when_no_deny_quirk_can_match() {
-    let p = Case::new("gfx90a").rocm("6.4").plan();
+fn q1_hip_vmm_only_on_a_measured_pass_for_the_same_arch_series_and_os() {
+    // No evidence: llama.cpp's default, whatever the ROCm version.
+    let p = Case::new("gfx90a").rocm("7.14.0").plan();
+    assert_eq!(flag(&p, "gfx90a", "GGML_HIP_NO_VMM").as_deref(), Some("ON"));
+    let f = p.groups[0].flag("GGML_HIP_NO_VMM").unwrap();
+    assert!(f.quirks.contains(&"Q1".to_string()), "{:?}", f.quirks);
+    let lift = f.lift.as_deref().unwrap();
+    assert!(
+        lift.contains("gpuprobe detect --json") && lift.contains("--from"),
+        "{lift}"
+    );
+    // A smoke pass on the same arch, series and OS lifts it.
+    let ok = Case::new("gfx90a")
+        .rocm("7.14.0")
+        .evidence("gfx90a", "7.14", Os::Linux, Level::Smoke, Verdict::Pass)
+        .plan();
     assert_eq!(
-        flag(&p, "gfx90a", "GGML_HIP_NO_VMM").as_deref(),
+        flag(&ok, "gfx90a", "GGML_HIP_NO_VMM").as_deref(),
         Some("OFF")
     );
-    assert!(flag_quirks(&p, "gfx90a", "GGML_HIP_NO_VMM").contains(&"Q1".to_string()));
+    // ...but not a pass on another series, OS or architecture, nor the attribute alone.
+    for (arch, series, os, level) in [
+        ("gfx90a", "7.13", Os::Linux, Level::Smoke),
+        ("gfx90a", "7.14", Os::Windows, Level::Smoke),
+        ("gfx942", "7.14", Os::Linux, Level::Smoke),
+        ("gfx90a", "7.14", Os::Linux, Level::Attribute),
+    ] {
+        let p = Case::new("gfx90a")
+            .rocm("7.14.0")
+            .evidence(arch, series, os, level, Verdict::Pass)
+            .plan();
+        assert_eq!(
+            flag(&p, "gfx90a", "GGML_HIP_NO_VMM").as_deref(),
+            Some("ON"),
+            "{arch} {series} {os:?} {level:?}"
+        );
+    }
+    // A failure on record for the same key wins over a pass.
+    let p = Case::new("gfx90a")
+        .rocm("7.14.0")
+        .evidence("gfx90a", "7.14", Os::Linux, Level::Workload, Verdict::Pass)
+        .evidence("gfx90a", "7.14", Os::Linux, Level::Smoke, Verdict::Fail)
+        .plan();
+    let f = p.groups[0].flag("GGML_HIP_NO_VMM").unwrap();
+    assert_eq!(f.value, "ON");
+    assert!(f.reason.contains("measured failure"), "{}", f.reason);
 }
 
 #[test]
-fn q3_unknown_rocm_counts_as_could_match_and_keeps_legacy_pool() {
-    let p = Case::new("gfx90a").plan();
-    assert_eq!(flag(&p, "gfx90a", "GGML_HIP_NO_VMM").as_deref(), Some("ON"));
-    assert!(flag_quirks(&p, "gfx90a", "GGML_HIP_NO_VMM").contains(&"Q3".to_string()));
-    let p = Case::new("gfx90a").rocm("7.2.1").plan();
-    assert_eq!(flag(&p, "gfx90a", "GGML_HIP_NO_VMM").as_deref(), Some("ON"));
+fn unknown_rocm_keeps_the_legacy_pool_and_asks_for_the_version() {
+    let p = Case::new("gfx90a")
+        .evidence("gfx90a", "7.14", Os::Linux, Level::Workload, Verdict::Pass)
+        .plan();
+    let f = p.groups[0].flag("GGML_HIP_NO_VMM").unwrap();
+    assert_eq!(f.value, "ON");
+    assert!(
+        f.lift.as_deref().unwrap().contains("--rocm"),
+        "{:?}",
+        f.lift
+    );
 }
 
 #[test]
-fn q4_q21_gfx12_on_rocm_7_2_keep_legacy_pool_but_a_passing_smoke_test_wins() {
+fn q22_hip_vmm_before_rocm_7_is_denied_even_with_evidence() {
+    let p = Case::new("gfx90a")
+        .rocm("6.4")
+        .evidence("gfx90a", "6.4", Os::Linux, Level::Workload, Verdict::Pass)
+        .plan();
+    let f = p.groups[0].flag("GGML_HIP_NO_VMM").unwrap();
+    assert_eq!(f.value, "ON");
+    assert!(f.quirks.contains(&"Q22".to_string()));
+    assert!(
+        f.lift.as_deref().unwrap().contains("ROCm 7.0"),
+        "{:?}",
+        f.lift
+    );
+}
+
+#[test]
+fn q3_offset_mapping_needs_a_smoke_pass_before_7_14() {
+    let p = Case::new("gfx1100").rocm("7.2.1").plan();
+    assert!(flag_quirks(&p, "gfx1100", "GGML_HIP_NO_VMM").contains(&"Q3".to_string()));
+    // 7.14 is the recorded fix: Q3 no longer applies there.
+    let p = Case::new("gfx1100").rocm("7.14.0").plan();
+    assert!(!flag_quirks(&p, "gfx1100", "GGML_HIP_NO_VMM").contains(&"Q3".to_string()));
+    let p = Case::new("gfx1100").rocm("7.14.0a20260608").plan();
+    assert!(
+        flag_quirks(&p, "gfx1100", "GGML_HIP_NO_VMM").contains(&"Q3".to_string()),
+        "a 7.14 nightly sorts before 7.14: inside the range"
+    );
+}
+
+#[test]
+fn q4_q21_gfx12_needs_a_workload_pass_a_smoke_pass_is_not_enough() {
     let p = Case::new("gfx1201").rocm("7.2.1").plan();
     let q = flag_quirks(&p, "gfx1201", "GGML_HIP_NO_VMM");
     assert!(
         q.contains(&"Q4".to_string()) && q.contains(&"Q21".to_string()),
         "{q:?}"
     );
+    // This machine's smoke test passed: still the legacy pool (Q21 needs a real workload).
     let r = report(
         vec![device(0, Backend::Hip, "gfx1201", SmokeOutcome::Pass, None)],
         Some("7.2.26015"),
     );
     let p = plan_measured(&r);
+    let f = p.groups[0].flag("GGML_HIP_NO_VMM").unwrap();
+    assert_eq!(f.value, "ON", "{}", f.reason);
+    assert!(
+        f.lift.as_deref().unwrap().contains("--exercise"),
+        "{:?}",
+        f.lift
+    );
+    // A workload pass on the same series and OS lifts it.
+    let mut ev = Evidence::default();
+    ev.records.push(record(
+        "gfx1201",
+        "7.2",
+        Os::Linux,
+        Level::Workload,
+        Verdict::Pass,
+    ));
+    let p = plan_measured_with(&r, ev);
     assert_eq!(
         flag(&p, "gfx1201", "GGML_HIP_NO_VMM").as_deref(),
         Some("OFF"),
@@ -334,14 +488,26 @@ fn q4_q21_gfx12_on_rocm_7_2_keep_legacy_pool_but_a_passing_smoke_test_wins() {
 }
 
 #[test]
-fn q14_gfx906_is_denied_even_when_measured_passing() {
+fn q14_gfx906_warns_from_rocm_6_4_and_keeps_vmm_by_evidence_only() {
     let r = report(
         vec![device(0, Backend::Hip, "gfx906", SmokeOutcome::Pass, None)],
         Some("6.4.1"),
     );
     let p = plan_measured(&r);
     assert_eq!(flag(&p, "gfx906", "GGML_HIP_NO_VMM").as_deref(), Some("ON"));
-    assert!(flag_quirks(&p, "gfx906", "GGML_HIP_NO_VMM").contains(&"Q14".to_string()));
+    assert!(flag_quirks(&p, "gfx906", "GGML_HIP_NO_VMM").contains(&"Q22".to_string()));
+    assert!(warned(&p, "Q14"));
+    assert!(!warned(&Case::new("gfx906").rocm("6.3").plan(), "Q14"));
+    // ROCm 7.14 with this machine's smoke pass: Q14 warns but does not deny.
+    let r = report(
+        vec![device(0, Backend::Hip, "gfx906", SmokeOutcome::Pass, None)],
+        Some("7.14.0"),
+    );
+    let p = plan_measured(&r);
+    assert_eq!(
+        flag(&p, "gfx906", "GGML_HIP_NO_VMM").as_deref(),
+        Some("OFF")
+    );
     assert!(warned(&p, "Q14"));
 }
 
@@ -355,7 +521,7 @@ fn measured_failures_keep_the_legacy_pool_with_the_measured_reason() {
     ] {
         let r = report(
             vec![device(0, Backend::Hip, "gfx1100", outcome, stage)],
-            Some("6.4.1"),
+            Some("7.14.0"),
         );
         let p = plan_measured(&r);
         let g = &p.groups[0];
@@ -369,33 +535,61 @@ fn measured_failures_keep_the_legacy_pool_with_the_measured_reason() {
 fn mixed_vmm_decisions_become_separate_groups() {
     let p = Case::new("gfx1151,gfx1150,gfx120X,gfx110X,gfx103X,gfx90a,gfx908")
         .rocm("7.14.0")
+        .evidence("gfx90a", "7.14", Os::Linux, Level::Smoke, Verdict::Pass)
         .plan();
-    assert!(
-        p.groups.len() >= 2,
-        "{:?}",
-        p.groups.iter().map(|g| &g.name).collect::<Vec<_>>()
-    );
     let names: Vec<&String> = p.groups.iter().map(|g| &g.name).collect();
     let mut sorted = names.clone();
     sorted.dedup();
     assert_eq!(names.len(), sorted.len(), "group names are unique");
-    // ROCm 7.2 denies VMM everywhere (Q3), so gfx906 joins no VMM group either way.
-    let p = Case::new("gfx90a,gfx906").rocm("6.4").plan();
-    assert_ne!(
-        flag(&p, "gfx90a", "GGML_HIP_NO_VMM"),
-        flag(&p, "gfx906", "GGML_HIP_NO_VMM")
+    let vmm: Vec<&Group> = p.groups.iter().filter(|g| g.vmm).collect();
+    assert_eq!(vmm.len(), 1, "{names:?}");
+    assert_eq!(vmm[0].targets, vec!["gfx90a".to_string()]);
+    assert_eq!(
+        flag(&p, "gfx908", "GGML_HIP_NO_VMM").as_deref(),
+        Some("ON"),
+        "gfx908 has no pass on record"
     );
-    assert_eq!(p.groups.len(), 2);
 }
 
 #[test]
-fn hip_vmm_flag_is_not_emitted_before_it_existed() {
+fn builds_4548_to_4554_switch_hip_vmm_with_ggml_cuda_no_vmm() {
+    // HIP VMM was on by default there: keeping the legacy pool needs GGML_CUDA_NO_VMM=ON.
+    let p = Case::new("gfx1100").rocm("7.14.0").build(4550).plan();
+    assert_eq!(
+        flag(&p, "gfx1100", "GGML_CUDA_NO_VMM").as_deref(),
+        Some("ON")
+    );
+    assert_eq!(flag(&p, "gfx1100", "GGML_HIP_NO_VMM"), None);
+    let p = Case::new("gfx1100")
+        .rocm("7.14.0")
+        .build(4550)
+        .evidence("gfx1100", "7.14", Os::Linux, Level::Smoke, Verdict::Pass)
+        .plan();
+    assert_eq!(
+        flag(&p, "gfx1100", "GGML_CUDA_NO_VMM").as_deref(),
+        Some("OFF")
+    );
+    // From 4555 GGML_HIP_NO_VMM switches it.
+    let p = Case::new("gfx1100").rocm("7.14.0").build(4555).plan();
+    assert_eq!(
+        flag(&p, "gfx1100", "GGML_HIP_NO_VMM").as_deref(),
+        Some("ON")
+    );
+    assert_eq!(flag(&p, "gfx1100", "GGML_CUDA_NO_VMM"), None);
+}
+
+#[test]
+fn before_build_4548_hip_has_no_vmm_pool_and_no_vmm_flag() {
     let p = Case::new("gfx1100").rocm("6.4").build(4500).plan();
     assert_eq!(flag(&p, "gfx1100", "GGML_HIP_NO_VMM"), None);
+    assert_eq!(flag(&p, "gfx1100", "GGML_CUDA_NO_VMM"), None);
+    assert!(!p.groups[0].vmm);
     assert!(
         p.notes
             .iter()
-            .any(|n| n.message.contains("GGML_HIP_NO_VMM is not declared"))
+            .any(|n| n.message.contains("no VMM pool for HIP")),
+        "{:?}",
+        p.notes
     );
 }
 
@@ -404,10 +598,18 @@ fn hip_vmm_flag_is_not_emitted_before_it_existed() {
 #[test]
 fn q2_and_q2_old_build_warn_for_legacy_pool_builds() {
     let p = Case::new("gfx1100").rocm("7.2").build(8500).plan();
-    assert!(warned(&p, "Q2") && warned(&p, "Q2-old-build"));
+    assert!(warned(&p, "Q2") && warned(&p, "Q2-old-build") && warned(&p, "Q2-pre-9489"));
+    let p = Case::new("gfx1100").rocm("7.2").build(9000).plan();
+    assert!(!warned(&p, "Q2-old-build") && warned(&p, "Q2-pre-9489"));
     let p = Case::new("gfx1100").rocm("7.2").build(11434).plan();
-    assert!(warned(&p, "Q2") && !warned(&p, "Q2-old-build"));
-    let p = Case::new("gfx90a").rocm("6.4").plan();
+    assert!(warned(&p, "Q2") && !warned(&p, "Q2-old-build") && !warned(&p, "Q2-pre-9489"));
+    // The text fits the build: nothing about later builds on the newest one.
+    let q2 = p.warnings.iter().find(|n| n.quirks == ["Q2"]).unwrap();
+    assert!(!q2.message.contains("9489"), "{}", q2.message);
+    let p = Case::new("gfx90a")
+        .rocm("7.14")
+        .evidence("gfx90a", "7.14", Os::Linux, Level::Smoke, Verdict::Pass)
+        .plan();
     assert!(!warned(&p, "Q2"), "a VMM build is not exposed to Q2");
 }
 
@@ -432,6 +634,38 @@ fn q6_graphs_env_advice_only_for_legacy_pool_builds_from_8893() {
 }
 
 #[test]
+fn q6_cuda_legacy_pool_plans_get_the_graphs_advice_too() {
+    // Jetson keeps the legacy pool (Q15-jetson): the shared pool/graph bug applies.
+    let p = Case::new("sm_87").cuda("12.8").build(11434).plan();
+    assert_eq!(flag(&p, "sm_87", "GGML_CUDA_NO_VMM").as_deref(), Some("ON"));
+    assert_eq!(
+        env(&p, "sm_87", "GGML_CUDA_DISABLE_GRAPHS").as_deref(),
+        Some("1")
+    );
+    assert!(warned(&p, "Q6-cuda"));
+    assert_eq!(
+        env(&p, "sm_87", "GGML_CUDA_DISABLE_GRAPHS"),
+        env(
+            &Case::new("sm_87").cuda("12.8").build(8900).plan(),
+            "sm_87",
+            "GGML_CUDA_DISABLE_GRAPHS"
+        )
+    );
+    assert_eq!(
+        env(
+            &Case::new("sm_87").cuda("12.8").build(8800).plan(),
+            "sm_87",
+            "GGML_CUDA_DISABLE_GRAPHS"
+        ),
+        None,
+        "before the flush-and-retry path (8863) the pool never frees under a graph"
+    );
+    // A VMM build is not exposed.
+    let p = Case::new("sm_90").cuda("12.8").plan();
+    assert!(!warned(&p, "Q6-cuda"));
+}
+
+#[test]
 fn q7_multi_gpu_amd_sets_no_peer_copy_and_is_only_a_note_when_unknown() {
     let r = report(
         vec![
@@ -448,6 +682,49 @@ fn q7_multi_gpu_amd_sets_no_peer_copy_and_is_only_a_note_when_unknown() {
     let p = Case::new("gfx1201").rocm("7.14.0").plan();
     assert_eq!(flag(&p, "gfx1201", "GGML_CUDA_NO_PEER_COPY"), None);
     assert!(noted(&p, "Q7"));
+    // Scoped to the RDNA 2/RDNA 4 GPUs the reports cover; every AMD multi-GPU box gets -sm layer.
+    let p = Case::new("gfx942,gfx942").rocm("7.14.0").machine().plan();
+    assert_eq!(flag(&p, "gfx942", "GGML_CUDA_NO_PEER_COPY"), None);
+    assert!(!warned(&p, "Q7") && warned(&p, "Q7-split"));
+    let sm = p
+        .warnings
+        .iter()
+        .find(|n| n.quirks == ["Q7-split"])
+        .unwrap();
+    assert!(sm.message.contains("-sm layer"), "{}", sm.message);
+}
+
+#[test]
+fn a_declared_machine_makes_machine_quirks_definite_and_one_build() {
+    // dGPU + iGPU in one box: Q8 applies (not "may apply"), one build for both.
+    let p = Case::new("gfx1201,gfx1103").rocm("7.14.0").machine().plan();
+    assert_eq!(p.mode, Mode::Machine);
+    assert!(warned(&p, "Q8"), "{:?}", p.notes);
+    assert_eq!(p.groups.len(), 1, "{:?}", p.groups);
+    assert_eq!(p.groups[0].targets, vec!["gfx1201", "gfx1103"]);
+    // The same targets declared for unknown machines: split, Q8 unknown.
+    let p = Case::new("gfx1201,gfx1103").rocm("7.14.0").plan();
+    assert!(!warned(&p, "Q8") && noted(&p, "Q8"));
+    assert_eq!(p.groups.len(), 2);
+    // Two of a kind: multi-GPU is known.
+    let p = Case::new("gfx1201,gfx1201").rocm("7.14.0").machine().plan();
+    assert_eq!(
+        flag(&p, "gfx1201", "GGML_CUDA_NO_PEER_COPY").as_deref(),
+        Some("ON")
+    );
+    let p = Case::new("gfx1201").rocm("7.14.0").machine().plan();
+    assert_eq!(flag(&p, "gfx1201", "GGML_CUDA_NO_PEER_COPY"), None);
+    assert!(!noted(&p, "Q7"), "one GPU: multi-GPU is known to be false");
+    // One build: the legacy pool when any GPU of the machine needs it.
+    let p = Case::new("gfx90a,gfx908")
+        .rocm("7.14.0")
+        .machine()
+        .evidence("gfx90a", "7.14", Os::Linux, Level::Smoke, Verdict::Pass)
+        .plan();
+    assert_eq!(p.groups.len(), 1);
+    let f = p.groups[0].flag("GGML_HIP_NO_VMM").unwrap();
+    assert_eq!(f.value, "ON");
+    assert!(f.reason.starts_with("gfx908:"), "{}", f.reason);
 }
 
 #[test]
@@ -478,6 +755,7 @@ fn q9_hsa_override_set_warns() {
         os: Os::Linux,
         env_set: vec!["HSA_OVERRIDE_GFX_VERSION".into()],
         force_no_vmm: false,
+        evidence: Evidence::default(),
     };
     assert!(warned(&resolve(&k, &req).unwrap(), "Q9"));
     assert!(!warned(&Case::new("gfx1100").rocm("6.4").plan(), "Q9"));
@@ -493,11 +771,26 @@ fn q10_strix_nightly_range_warns_on_linux_only() {
         &Case::new("gfx1151").rocm("7.14.0a20260608").plan(),
         "Q10"
     ));
+    // Fixed in 7.14.0 (rocm-systems#7053): the final release and later are clean.
+    for v in ["7.14.0", "7.14.1", "7.15.0a20260701"] {
+        assert!(!warned(&Case::new("gfx1151").rocm(v).plan(), "Q10"), "{v}");
+    }
+    assert!(warned(
+        &Case::new("gfx1201").rocm("7.14.0a20260612").plan(),
+        "Q10"
+    ));
+    assert!(!warned(
+        &Case::new("gfx1151")
+            .rocm("7.14.0a20260610")
+            .os(Os::Windows)
+            .plan(),
+        "Q10"
+    ));
 }
 
 #[test]
 fn q11_apus_get_unified_memory_advice_discrete_gpus_do_not() {
-    let p = Case::new("gfx1151,gfx1100").rocm("6.4").plan();
+    let p = Case::new("gfx1151,gfx1100").rocm("6.4").build(9800).plan();
     assert_eq!(
         env(&p, "gfx1151", "GGML_CUDA_ENABLE_UNIFIED_MEMORY").as_deref(),
         Some("1")
@@ -515,6 +808,20 @@ fn q12_uma_with_the_2d_copy_fast_path_warns_from_9827() {
         &Case::new("gfx1151").rocm("6.4").build(9800).plan(),
         "Q12"
     ));
+}
+
+#[test]
+fn q12_withdraws_q11s_unified_memory_where_it_garbles_output() {
+    let p = Case::new("gfx1151").rocm("7.14.0").build(11434).plan();
+    assert!(warned(&p, "Q11") && warned(&p, "Q12"));
+    assert_eq!(env(&p, "gfx1151", "GGML_CUDA_ENABLE_UNIFIED_MEMORY"), None);
+    let q12 = p.warnings.iter().find(|n| n.quirks == ["Q12"]).unwrap();
+    assert!(q12.message.contains("carve-out"), "{}", q12.message);
+    let p = Case::new("gfx1151").rocm("7.14.0").build(9826).plan();
+    assert_eq!(
+        env(&p, "gfx1151", "GGML_CUDA_ENABLE_UNIFIED_MEMORY").as_deref(),
+        Some("1")
+    );
 }
 
 #[test]
@@ -543,6 +850,22 @@ fn q20_gfx1152_override_advice_on_old_rocm() {
     let p = Case::new("gfx1152").rocm("7.2").plan();
     assert!(p.refused());
     assert!(warned(&p, "Q20"));
+    // 7.13 builds gfx1152 but may lack code objects: the override stopgap needs gfx1150 in the
+    // same build, so it is not advised for a build without it.
+    let p = Case::new("gfx1152").rocm("7.13").plan();
+    assert!(warned(&p, "Q20"));
+    assert_eq!(env(&p, "gfx1152", "HSA_OVERRIDE_GFX_VERSION"), None);
+    assert!(
+        p.notes.iter().any(|n| n.message.contains("add gfx1150")),
+        "{:?}",
+        p.notes
+    );
+    let p = Case::new("gfx1152,gfx1150").rocm("7.13").machine().plan();
+    assert_eq!(
+        env(&p, "gfx1152", "HSA_OVERRIDE_GFX_VERSION").as_deref(),
+        Some("11.5.0")
+    );
+    assert!(!warned(&Case::new("gfx1152").rocm("7.14").plan(), "Q20"));
 }
 
 // ---- NVIDIA quirks -----------------------------------------------------------------------------
@@ -595,6 +918,14 @@ fn q16_sm120_driver_595_graphs_advice() {
     d.driver_version = Some("580.159.04".into());
     let p = plan_measured(&report(vec![d], None));
     assert_eq!(env(&p, "sm_120", "GGML_CUDA_DISABLE_GRAPHS"), None);
+    // Open-ended: no fixed driver is known.
+    let mut d = device(0, Backend::Cuda, "sm_120", SmokeOutcome::Pass, None);
+    d.driver_version = Some("600.10".into());
+    let p = plan_measured(&report(vec![d], None));
+    assert_eq!(
+        env(&p, "sm_120", "GGML_CUDA_DISABLE_GRAPHS").as_deref(),
+        Some("1")
+    );
 }
 
 #[test]
@@ -648,7 +979,10 @@ fn contested_q5_never_has_an_effect() {
     let k = k();
     let q5 = k.quirk("Q5").unwrap();
     assert!(q5.contested);
-    let p = Case::new("gfx1201").rocm("7.14.0").plan();
+    let p = Case::new("gfx1201")
+        .rocm("7.14.0")
+        .evidence("gfx1201", "7.14", Os::Linux, Level::Workload, Verdict::Pass)
+        .plan();
     assert_eq!(
         flag(&p, "gfx1201", "GGML_HIP_NO_VMM").as_deref(),
         Some("OFF")
@@ -662,8 +996,9 @@ fn every_quirk_record_is_exercised_by_some_case_here() {
     let src = include_str!("resolver.rs");
     for q in k().quirks {
         let id = q.id.to_lowercase().replace('-', "_");
+        let quoted = format!("\"{}\"", q.id);
         assert!(
-            src.to_lowercase().contains(&id),
+            src.to_lowercase().contains(&id) || src.contains(&quoted),
             "no resolver case mentions {}",
             q.id
         );
@@ -726,4 +1061,645 @@ fn h200_e2e_fixture_has_the_driver_version_and_plans_vmm_on() {
         p.refusals,
         p.warnings
     );
+}
+
+// ---- knowledge by era and toolkit ----------------------------------------------------------------
+
+#[test]
+fn blackwell_12x_is_spelled_for_the_build_era() {
+    // Builds 7538-7574 stop on a plain 121 ("use 121a or 121f"); later ones rewrite it.
+    for (build, want) in [
+        (7000u64, "121"),
+        (7540, "121a"),
+        (7575, "121a"),
+        (11434, "121a"),
+    ] {
+        let p = Case::new("sm_121").cuda("13.0").build(build).plan();
+        assert_eq!(
+            flag(&p, "sm_121", "CMAKE_CUDA_ARCHITECTURES").as_deref(),
+            Some(want),
+            "build {build}"
+        );
+    }
+    let p = Case::new("sm_90,sm_120").cuda("12.8").build(7540).plan();
+    assert_eq!(
+        flag(&p, "sm_90", "CMAKE_CUDA_ARCHITECTURES").as_deref(),
+        Some("90;120a")
+    );
+}
+
+#[test]
+fn toolkit_minimums_are_stated_when_the_toolkit_is_unknown() {
+    let p = Case::new("sm_120,sm_86").plan();
+    let n: Vec<&str> = p.notes.iter().map(|n| n.message.as_str()).collect();
+    assert!(
+        n.iter()
+            .any(|m| m.contains("sm_120 needs CUDA 12.8 or newer")),
+        "{n:?}"
+    );
+    assert!(
+        n.iter()
+            .any(|m| m.contains("sm_86 needs CUDA 11.1 or newer"))
+    );
+    let p = Case::new("sm_120").cuda("12.8").plan();
+    assert!(!p.notes.iter().any(|n| n.message.contains("needs CUDA")));
+    let p = Case::new("sm_50").plan();
+    assert!(p.notes.iter().any(|n| n.message.contains("12.x or older")));
+}
+
+#[test]
+fn q23_windows_hip_vmm_needs_a_workload_pass_on_windows() {
+    let base = || Case::new("gfx1151").rocm("7.14.0").os(Os::Windows);
+    let p = base()
+        .evidence("gfx1151", "7.14", Os::Windows, Level::Smoke, Verdict::Pass)
+        .plan();
+    assert_eq!(
+        flag(&p, "gfx1151", "GGML_HIP_NO_VMM").as_deref(),
+        Some("ON")
+    );
+    assert!(flag_quirks(&p, "gfx1151", "GGML_HIP_NO_VMM").contains(&"Q23".to_string()));
+    let p = base()
+        .evidence(
+            "gfx1151",
+            "7.14",
+            Os::Windows,
+            Level::Workload,
+            Verdict::Pass,
+        )
+        .plan();
+    assert_eq!(
+        flag(&p, "gfx1151", "GGML_HIP_NO_VMM").as_deref(),
+        Some("OFF")
+    );
+    // A Linux smoke pass lifts Linux only.
+    let p = Case::new("gfx1151")
+        .rocm("7.14.0")
+        .evidence("gfx1151", "7.14", Os::Linux, Level::Smoke, Verdict::Pass)
+        .plan();
+    assert_eq!(
+        flag(&p, "gfx1151", "GGML_HIP_NO_VMM").as_deref(),
+        Some("OFF")
+    );
+}
+
+#[test]
+fn no_bounded_record_acts_without_a_recorded_fix() {
+    // The loader enforces it (a bundled file that broke it would not load); this says so for
+    // every record, and that each fix has an https source.
+    for q in k().quirks {
+        if q.contested || !q.has_effect() {
+            continue;
+        }
+        assert!(
+            q.bounded_ranges().is_empty(),
+            "{} ends a range without a fix: {:?}",
+            q.id,
+            q.bounded_ranges()
+        );
+        if let Some(f) = &q.fixed_in {
+            assert!(!f.sources.is_empty(), "{}", q.id);
+            assert!(
+                f.sources.iter().all(|s| s.starts_with("https://")),
+                "{}",
+                q.id
+            );
+        }
+    }
+    // And the loader rejects one that does.
+    let bad = r#"
+[[quirk]]
+id = "X1"
+title = "t"
+summary = "s"
+severity = "high"
+confidence = "high"
+sources = ["https://example.org/a"]
+[quirk.match]
+runtime = "7.0:7.2"
+[quirk.effect]
+warn = "w"
+"#;
+    let f: gpuprobe::quirks::QuirkFile = toml::from_str(bad).unwrap();
+    let e = f.validate(bad, "bad.toml").unwrap_err().to_string();
+    assert!(
+        e.contains("without a recorded fix") && e.contains("fixed_in"),
+        "{e}"
+    );
+    let fixed = bad.replace("7.0:7.2", "7.0:")
+        + "[quirk.fixed_in]\nruntime = \"7.3\"\nsources = [\"https://example.org/fix\"]\n";
+    let f: gpuprobe::quirks::QuirkFile = toml::from_str(&fixed).unwrap();
+    f.validate(&fixed, "ok.toml").unwrap();
+    let no_source = bad.replace("7.0:7.2", "7.0:") + "[quirk.fixed_in]\nruntime = \"7.3\"\n";
+    let f: gpuprobe::quirks::QuirkFile = toml::from_str(&no_source).unwrap();
+    assert!(f.validate(&no_source, "x.toml").is_err());
+}
+
+/// One row: targets (machine when `machine`), runtime, OS, build, evidence → the VMM flag value
+/// and which records must (and must not) apply.
+struct Row {
+    targets: &'static str,
+    machine: bool,
+    rocm: Option<&'static str>,
+    cuda: Option<&'static str>,
+    os: Os,
+    build: u64,
+    evidence: &'static [(&'static str, &'static str, Os, Level, Verdict)],
+    /// Expected value of the VMM flag for the first target (None: no flag).
+    vmm_flag: Option<&'static str>,
+    /// Records that must be among the plan's warnings, VMM-flag quirks or env/flag quirks.
+    applies: &'static [&'static str],
+    /// Records that must not apply (warnings, VMM flag, env, flags).
+    absent: &'static [&'static str],
+    /// Plan a measured machine instead (one device per target) with this smoke outcome and stage.
+    smoke: Option<(SmokeOutcome, Option<&'static str>)>,
+    /// The measured devices' driver version.
+    driver: Option<&'static str>,
+    /// Environment variables set where the plan is made.
+    env_set: &'static [&'static str],
+    /// The measured pair 0-1 has no peer access.
+    no_peer: bool,
+}
+
+const R: Row = Row {
+    targets: "",
+    machine: false,
+    rocm: None,
+    cuda: None,
+    os: Os::Linux,
+    build: 11434,
+    evidence: &[],
+    vmm_flag: None,
+    applies: &[],
+    absent: &[],
+    smoke: None,
+    driver: None,
+    env_set: &[],
+    no_peer: false,
+};
+
+use Level::{Smoke as S, Workload as W};
+use Os::{Linux as L, Windows as Win};
+use Verdict::{Fail as F, Pass as P};
+
+const TABLE: &[Row] = &[
+    // HIP VMM: llama.cpp's default without evidence, on evidence of the right strength only.
+    Row {
+        targets: "gfx1100",
+        rocm: Some("7.14.0"),
+        vmm_flag: Some("ON"),
+        applies: &["Q1", "Q2"],
+        absent: &["Q3", "Q22"],
+        ..R
+    },
+    Row {
+        targets: "gfx1100",
+        rocm: Some("7.14.0"),
+        evidence: &[("gfx1100", "7.14", L, S, P)],
+        vmm_flag: Some("OFF"),
+        applies: &["Q1"],
+        absent: &["Q2", "Q6"],
+        ..R
+    },
+    Row {
+        targets: "gfx1100",
+        rocm: Some("7.14.0"),
+        evidence: &[("gfx1100", "7.14", L, S, P), ("gfx1100", "7.14", L, W, F)],
+        vmm_flag: Some("ON"),
+        applies: &["Q2"],
+        ..R
+    },
+    Row {
+        targets: "gfx1100",
+        rocm: Some("7.2.1"),
+        evidence: &[("gfx1100", "7.2", L, S, P)],
+        vmm_flag: Some("OFF"),
+        applies: &["Q3"],
+        ..R
+    },
+    Row {
+        targets: "gfx1100",
+        rocm: Some("7.2.1"),
+        vmm_flag: Some("ON"),
+        applies: &["Q3", "Q6"],
+        ..R
+    },
+    Row {
+        targets: "gfx1030",
+        rocm: Some("6.4.3"),
+        evidence: &[("gfx1030", "6.4", L, W, P)],
+        vmm_flag: Some("ON"),
+        applies: &["Q22"],
+        ..R
+    },
+    Row {
+        targets: "gfx942",
+        rocm: Some("6.2"),
+        vmm_flag: Some("ON"),
+        applies: &["Q22"],
+        absent: &["Q3"],
+        ..R
+    },
+    // gfx12: Q4 needs a smoke pass, Q21 a workload pass.
+    Row {
+        targets: "gfx1201",
+        rocm: Some("7.2.1"),
+        evidence: &[("gfx1201", "7.2", L, S, P)],
+        vmm_flag: Some("ON"),
+        applies: &["Q3", "Q4", "Q21"],
+        ..R
+    },
+    Row {
+        targets: "gfx1201",
+        rocm: Some("7.2.1"),
+        evidence: &[("gfx1201", "7.2", L, W, P)],
+        vmm_flag: Some("OFF"),
+        applies: &["Q3", "Q4", "Q21"],
+        ..R
+    },
+    Row {
+        targets: "gfx1200",
+        rocm: Some("7.13.0a20260515"),
+        vmm_flag: Some("ON"),
+        applies: &["Q3", "Q4", "Q21"],
+        ..R
+    },
+    Row {
+        targets: "gfx1201",
+        rocm: Some("7.14.0"),
+        evidence: &[("gfx1201", "7.14", L, S, P)],
+        vmm_flag: Some("ON"),
+        applies: &["Q4", "Q21"],
+        absent: &["Q3"],
+        ..R
+    },
+    Row {
+        targets: "gfx1201",
+        rocm: Some("7.14.0"),
+        evidence: &[("gfx1201", "7.14", L, W, P)],
+        vmm_flag: Some("OFF"),
+        applies: &["Q4", "Q21"],
+        ..R
+    },
+    Row {
+        targets: "gfx1201",
+        rocm: Some("7.14.0"),
+        os: Win,
+        evidence: &[("gfx1201", "7.14", Win, W, P)],
+        vmm_flag: Some("OFF"),
+        applies: &["Q21", "Q23", "Q18"],
+        ..R
+    },
+    Row {
+        targets: "gfx1151",
+        rocm: Some("7.14.0"),
+        os: Win,
+        evidence: &[("gfx1151", "7.14", Win, S, P)],
+        vmm_flag: Some("ON"),
+        applies: &["Q23", "Q18"],
+        absent: &["Q11", "Q10"],
+        ..R
+    },
+    // Build eras of the HIP VMM switch.
+    Row {
+        targets: "gfx1100",
+        rocm: Some("7.14.0"),
+        build: 4550,
+        vmm_flag: Some("ON"),
+        applies: &["Q2-old-build", "Q2-pre-9489"],
+        ..R
+    },
+    Row {
+        targets: "gfx1100",
+        rocm: Some("6.1"),
+        build: 4500,
+        vmm_flag: None,
+        applies: &["Q2"],
+        absent: &["Q1"],
+        ..R
+    },
+    // Legacy-pool warnings by build.
+    Row {
+        targets: "gfx1100",
+        rocm: Some("7.2.1"),
+        build: 8500,
+        vmm_flag: Some("ON"),
+        applies: &["Q2", "Q2-old-build", "Q2-pre-9489", "Q13"],
+        absent: &["Q6"],
+        ..R
+    },
+    Row {
+        targets: "gfx1100",
+        rocm: Some("7.2.1"),
+        build: 10200,
+        vmm_flag: Some("ON"),
+        applies: &["Q2", "Q6"],
+        absent: &["Q13", "Q2-pre-9489"],
+        ..R
+    },
+    // APUs, unified memory and the 2D-copy path.
+    Row {
+        targets: "gfx1151",
+        rocm: Some("7.14.0"),
+        build: 9800,
+        vmm_flag: Some("ON"),
+        applies: &["Q11", "Q13"],
+        absent: &["Q12", "Q10"],
+        ..R
+    },
+    Row {
+        targets: "gfx1151",
+        rocm: Some("7.14.0"),
+        build: 11434,
+        vmm_flag: Some("ON"),
+        applies: &["Q11", "Q12"],
+        absent: &["Q10"],
+        ..R
+    },
+    Row {
+        targets: "gfx1150",
+        rocm: Some("7.14.0a20260610"),
+        vmm_flag: Some("ON"),
+        applies: &["Q10", "Q11", "Q3"],
+        ..R
+    },
+    Row {
+        targets: "gfx1151",
+        rocm: Some("7.14.0"),
+        evidence: &[("gfx1151", "7.14", L, S, P)],
+        vmm_flag: Some("OFF"),
+        applies: &["Q11"],
+        absent: &["Q10", "Q3"],
+        ..R
+    },
+    // Machines: multi-GPU and iGPU-next-to-dGPU records apply definitely.
+    Row {
+        targets: "gfx1030,gfx1201",
+        machine: true,
+        rocm: Some("7.14.0"),
+        vmm_flag: Some("ON"),
+        applies: &["Q7", "Q7-split"],
+        ..R
+    },
+    Row {
+        targets: "gfx1201,gfx1036",
+        machine: true,
+        rocm: Some("7.14.0"),
+        vmm_flag: Some("ON"),
+        applies: &["Q8", "Q7-split"],
+        ..R
+    },
+    Row {
+        targets: "gfx1100,gfx1100",
+        machine: true,
+        rocm: Some("7.14.0"),
+        vmm_flag: Some("ON"),
+        applies: &["Q7-split"],
+        absent: &["Q7", "Q8"],
+        ..R
+    },
+    Row {
+        targets: "gfx900",
+        rocm: Some("7.2.1"),
+        vmm_flag: Some("ON"),
+        applies: &["Q14", "Q3"],
+        ..R
+    },
+    Row {
+        targets: "gfx906",
+        rocm: Some("6.3"),
+        vmm_flag: Some("ON"),
+        applies: &["Q22"],
+        absent: &["Q14"],
+        ..R
+    },
+    Row {
+        targets: "gfx1152",
+        rocm: Some("7.13"),
+        vmm_flag: Some("ON"),
+        applies: &["Q20", "Q11", "Q3"],
+        absent: &["Q13"],
+        ..R
+    },
+    Row {
+        targets: "gfx1152",
+        rocm: Some("7.14"),
+        vmm_flag: Some("ON"),
+        absent: &["Q20"],
+        ..R
+    },
+    // NVIDIA.
+    Row {
+        targets: "sm_90",
+        cuda: Some("13.0"),
+        vmm_flag: Some("OFF"),
+        absent: &["Q15", "Q6-cuda", "Q2"],
+        ..R
+    },
+    Row {
+        targets: "sm_87",
+        cuda: Some("12.6"),
+        vmm_flag: Some("ON"),
+        applies: &["Q15-jetson", "Q2", "Q6-cuda"],
+        ..R
+    },
+    Row {
+        targets: "sm_89",
+        cuda: Some("12.8"),
+        os: Win,
+        vmm_flag: Some("OFF"),
+        applies: &["Q15-windows"],
+        ..R
+    },
+    Row {
+        targets: "sm_120",
+        cuda: Some("12.8"),
+        os: Os::Wsl,
+        vmm_flag: Some("OFF"),
+        applies: &["Q15-windows"],
+        absent: &["Q16"],
+        ..R
+    },
+    Row {
+        targets: "sm_86,sm_86",
+        machine: true,
+        cuda: Some("12.8"),
+        vmm_flag: Some("OFF"),
+        absent: &["Q17", "Q7"],
+        ..R
+    },
+    Row {
+        targets: "sm_90",
+        cuda: Some("13.0"),
+        build: 7000,
+        vmm_flag: Some("OFF"),
+        applies: &["Q19"],
+        absent: &["Q6-cuda"],
+        ..R
+    },
+    // Measured machines: smoke outcome, driver, environment and peer access.
+    Row {
+        targets: "sm_86",
+        cuda: Some("12.8"),
+        smoke: Some((SmokeOutcome::Fail, Some("reserve"))),
+        vmm_flag: Some("ON"),
+        applies: &["Q15", "Q2", "Q6-cuda"],
+        ..R
+    },
+    Row {
+        targets: "sm_120",
+        cuda: Some("13.2"),
+        smoke: Some((SmokeOutcome::Pass, None)),
+        driver: Some("595.84"),
+        vmm_flag: Some("OFF"),
+        applies: &["Q16"],
+        ..R
+    },
+    Row {
+        targets: "sm_120",
+        cuda: Some("13.0"),
+        smoke: Some((SmokeOutcome::Pass, None)),
+        driver: Some("580.159.04"),
+        vmm_flag: Some("OFF"),
+        absent: &["Q16"],
+        ..R
+    },
+    Row {
+        targets: "sm_89,sm_89",
+        cuda: Some("12.8"),
+        smoke: Some((SmokeOutcome::Pass, None)),
+        no_peer: true,
+        vmm_flag: Some("OFF"),
+        applies: &["Q17"],
+        ..R
+    },
+    Row {
+        targets: "gfx1201",
+        rocm: Some("7.2.1"),
+        smoke: Some((SmokeOutcome::Pass, None)),
+        vmm_flag: Some("ON"),
+        applies: &["Q4", "Q21"],
+        absent: &["Q5"],
+        ..R
+    },
+    Row {
+        targets: "gfx1100",
+        rocm: Some("7.14.0"),
+        smoke: Some((SmokeOutcome::Pass, None)),
+        env_set: &["HSA_OVERRIDE_GFX_VERSION"],
+        vmm_flag: Some("OFF"),
+        applies: &["Q9"],
+        ..R
+    },
+];
+
+#[test]
+fn decision_table_covers_every_record() {
+    let k = k();
+    let mut seen: std::collections::BTreeSet<String> = Default::default();
+    for (i, row) in TABLE.iter().enumerate() {
+        let mut c = Case::new(row.targets).build(row.build).os(row.os);
+        c.rocm = row.rocm;
+        c.cuda = row.cuda;
+        c.machine = row.machine;
+        for (arch, series, os, level, verdict) in row.evidence {
+            c = c.evidence(arch, series, *os, *level, *verdict);
+        }
+        let p = match row.smoke {
+            None => c.plan(),
+            Some((outcome, stage)) => {
+                let backend = if row.cuda.is_some() {
+                    Backend::Cuda
+                } else {
+                    Backend::Hip
+                };
+                let devices = row
+                    .targets
+                    .split(',')
+                    .enumerate()
+                    .map(|(n, arch)| {
+                        let mut d = device(n as u32, backend, arch, outcome, stage);
+                        d.driver_version = row.driver.map(str::to_string);
+                        d
+                    })
+                    .collect();
+                let mut r = report(devices, row.rocm);
+                if row.no_peer {
+                    r.peers.push(PeerResult {
+                        from: 0,
+                        to: 1,
+                        can_access: Some(false),
+                        copy_ok: Some(true),
+                        mismatches: Some(0),
+                        outcome: SmokeOutcome::Pass,
+                        reason: None,
+                    });
+                }
+                let req = Request {
+                    devices: Devices::Measured {
+                        report: &r,
+                        mode: Mode::Report,
+                    },
+                    backend: None,
+                    llama: llama(Some(row.build)),
+                    rocm: row.rocm.map(|v| v.parse().unwrap()),
+                    cuda: row.cuda.map(|v| v.parse().unwrap()),
+                    rocm_source: "test".into(),
+                    cuda_source: "test".into(),
+                    os: row.os,
+                    env_set: row.env_set.iter().map(|e| e.to_string()).collect(),
+                    force_no_vmm: false,
+                    evidence: c.evidence.clone(),
+                };
+                resolve(&k, &req).expect("plan")
+            }
+        };
+        let first = row.targets.split(',').next().unwrap();
+        let g = p
+            .groups
+            .iter()
+            .find(|g| g.targets.iter().any(|t| t == first))
+            .unwrap();
+        let vmm = g
+            .flags
+            .iter()
+            .find(|f| f.name.ends_with("_NO_VMM"))
+            .map(|f| f.value.as_str());
+        assert_eq!(
+            vmm, row.vmm_flag,
+            "row {i} ({}): {:?}",
+            row.targets, g.flags
+        );
+        let mut applied: Vec<String> = p.warnings.iter().flat_map(|n| n.quirks.clone()).collect();
+        for g in &p.groups {
+            for f in &g.flags {
+                applied.extend(f.quirks.clone());
+            }
+            for e in &g.env {
+                applied.extend(e.quirks.clone());
+            }
+        }
+        // Records whose advice was dropped or withdrawn still applied: their warning says so.
+        for id in row.applies {
+            assert!(
+                applied.iter().any(|a| a == id),
+                "row {i} ({} {:?} {:?}): {id} does not apply; applied {applied:?}",
+                row.targets,
+                row.rocm.or(row.cuda),
+                row.os
+            );
+            seen.insert(id.to_string());
+        }
+        for id in row.absent {
+            assert!(
+                !applied.iter().any(|a| a == id),
+                "row {i} ({}): {id} applies but must not",
+                row.targets
+            );
+            seen.insert(id.to_string());
+        }
+    }
+    assert!(TABLE.len() >= 30, "{} rows", TABLE.len());
+    for q in &k.quirks {
+        assert!(seen.contains(&q.id), "no table row for {}", q.id);
+    }
 }

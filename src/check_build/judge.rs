@@ -506,6 +506,7 @@ pub fn judge(input: &Input<'_>) -> Judgement {
             os: input.os,
             env_set: input.env_set.clone(),
             force_no_vmm: false,
+            evidence: Default::default(),
         };
         resolve(k, &req).ok()
     });

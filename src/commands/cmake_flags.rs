@@ -6,6 +6,7 @@ use super::detect::probe_options;
 use super::print;
 use crate::cli::{CmakeFlagsArgs, Format, OsChoice};
 use crate::emit;
+use crate::evidence::Document;
 use crate::llama::LlamaTarget;
 use crate::llama::checkout::Checkout;
 use crate::plan::Mode;
@@ -86,6 +87,94 @@ fn parse_version(flag: &str, s: &str) -> Result<Version> {
     s.parse::<Version>().map_err(|e| {
         crate::Error::input(flag, e.to_string(), "give a version such as 6.4.1 or 12.8").into()
     })
+}
+
+/// `--machine`: one name per GPU (repeats mean several of a kind); family tokens are refused,
+/// since a machine has concrete GPUs.
+pub fn machine_gpus(k: &Knowledge, list: &str) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for item in list
+        .split([',', ';', ' '])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        let name = crate::targets::normalise(item);
+        if k.targets
+            .family
+            .iter()
+            .any(|f| f.token.eq_ignore_ascii_case(&name))
+        {
+            return Err(crate::Error::input(
+                "--machine",
+                format!("`{item}` is a family of GPUs, not one GPU"),
+                "name each GPU of the machine (e.g. --machine gfx1201,gfx1103), or use --targets for a family",
+            )
+            .into());
+        }
+        let expanded = k.targets.expand(item).map_err(|e| match e {
+            crate::Error::Input { message, fix, .. } => {
+                crate::Error::input("--machine", message, fix)
+            }
+            other => other,
+        })?;
+        out.extend(expanded);
+    }
+    if out.is_empty() {
+        return Err(crate::Error::input(
+            "--machine",
+            "no GPU named",
+            "name each GPU of the machine, e.g. --machine gfx1201,gfx1103",
+        )
+        .into());
+    }
+    Ok(out)
+}
+
+/// Several reports without --targets: a fleet. The union of their GPU architectures, their OS
+/// and HIP runtime series where all reports agree.
+fn fleet(k: &Knowledge, reports: &[&Report]) -> Result<(Vec<String>, Option<Os>, Option<Version>)> {
+    let mut archs: Vec<String> = Vec::new();
+    for r in reports {
+        for d in &r.devices {
+            if k.targets.get(&d.arch).is_some() && !archs.contains(&d.arch) {
+                archs.push(d.arch.clone());
+            }
+        }
+    }
+    if archs.is_empty() {
+        return Err(crate::Error::input(
+            "--from",
+            "none of the reports lists a GPU with a known architecture",
+            "pass reports from machines whose GPUs were found, or declare --targets",
+        )
+        .into());
+    }
+    let oses: Vec<Os> = dedup_vec(reports.iter().map(|r| Os::from_host(&r.host.os)));
+    let series: Vec<Option<Version>> = dedup_vec(reports.iter().map(|r| {
+        r.backends
+            .iter()
+            .find(|b| b.backend == Backend::Hip)
+            .and_then(|b| b.runtime_version.as_deref())
+            .and_then(crate::evidence::series_of)
+    }));
+    Ok((
+        archs,
+        (oses.len() == 1).then(|| oses[0]),
+        match series.as_slice() {
+            [Some(v)] => Some(v.clone()),
+            _ => None,
+        },
+    ))
+}
+
+fn dedup_vec<T: PartialEq>(it: impl Iterator<Item = T>) -> Vec<T> {
+    let mut v = Vec::new();
+    for x in it {
+        if !v.contains(&x) {
+            v.push(x);
+        }
+    }
+    v
 }
 
 /// The OS of the measured host, or of this one.
@@ -178,22 +267,48 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
         }
     }
 
+    // --from: every document is evidence; without --targets/--machine the reports are also
+    // what to plan for (one report: that machine; several: the union of their GPUs).
+    let docs = crate::evidence::load_all(&a.from)?;
+    let evidence = crate::evidence::Evidence::with_documents(&docs)?;
+    let reports: Vec<&Report> = docs
+        .iter()
+        .filter_map(|(_, d)| match d {
+            Document::Report(r) => Some(r),
+            Document::Exercise(_) => None,
+        })
+        .collect();
     let report_owned: Report;
+    let mut fleet_os: Option<Os> = None;
     let devices = if let Some(list) = &a.targets {
         Devices::Declared(k.targets.expand(list)?)
-    } else if let Some(path) = &a.from {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            crate::Error::input(
-                path.display().to_string(),
-                format!("cannot read: {e}"),
-                "pass a file written by `gpuprobe detect --json`",
-            )
-        })?;
-        report_owned = Report::from_json(&text, &path.display().to_string())?;
+    } else if let Some(list) = &a.machine {
+        Devices::Machine(machine_gpus(&k, list)?)
+    } else if let [one] = reports.as_slice() {
         Devices::Measured {
-            report: &report_owned,
+            report: one,
             mode: Mode::Report,
         }
+    } else if reports.len() > 1 {
+        let (archs, os, series) = fleet(&k, &reports)?;
+        fleet_os = os;
+        if rocm.is_none()
+            && let Some(v) = series
+        {
+            eprintln!(
+                "gpuprobe: note: ROCm {v}: the runtime every report measured (override with --rocm VER)"
+            );
+            rocm = Some(v);
+            rocm_source = "the reports' HIP runtime".into();
+        }
+        Devices::Declared(archs)
+    } else if !docs.is_empty() {
+        return Err(crate::Error::input(
+            "--from",
+            "exercise documents are evidence only: they say whether a build passed, not which GPUs to plan for",
+            "add --targets LIST, --machine LIST, or a `gpuprobe detect --json` report",
+        )
+        .into());
     } else {
         report_owned = crate::probe::detect(&probe_options(&a.probe)?);
         if report_owned.devices.is_empty() {
@@ -211,12 +326,13 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
     };
     let report = match &devices {
         Devices::Measured { report, .. } => Some(*report),
-        Devices::Declared(_) => None,
+        Devices::Declared(_) | Devices::Machine(_) => None,
     };
     let os = match a.os {
         Some(OsChoice::Linux) => Os::Linux,
         Some(OsChoice::Windows) => Os::Windows,
-        None => host_os(report),
+        Some(OsChoice::Wsl) => Os::Wsl,
+        None => fleet_os.unwrap_or_else(|| host_os(report)),
     };
     let backend = match a.probe.backend {
         crate::cli::BackendChoice::Cuda => Some(Backend::Cuda),
@@ -238,6 +354,7 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
         os,
         env_set,
         force_no_vmm: a.force_no_vmm,
+        evidence,
     };
     let plan = resolve(&k, &req)?;
     if a.explain {

@@ -57,6 +57,22 @@ pub fn run(a: &QuirksArgs) -> Result<i32> {
             out.push_str(&indent(&toml::to_string(&q.when).unwrap_or_default()));
             out.push_str("\neffect:\n");
             out.push_str(&indent(&toml::to_string(&q.effect).unwrap_or_default()));
+            out.push_str(&format!("\nevidence that lifts it: {}\n", lifted_by(q)));
+            match &q.fixed_in {
+                Some(f) => {
+                    out.push_str(&format!(
+                        "fix: {} (the range ends just below it)\n",
+                        f.describe(q.when.vendor)
+                    ));
+                    if let Some(n) = &f.note {
+                        out.push_str(&format!("  {n}\n"));
+                    }
+                    for s in &f.sources {
+                        out.push_str(&format!("  {s}\n"));
+                    }
+                }
+                None => out.push_str("fix: no fix known (the range stays open)\n"),
+            }
             out.push_str("\nsources:\n");
             for s in &q.sources {
                 out.push_str(&format!("  {s}\n"));
@@ -142,4 +158,18 @@ fn record(
     out.push_str("Plans made on this machine now keep the legacy pool for these devices. To share a record, send it upstream together with `gpuprobe detect --json` output.\n");
     print(&out)?;
     Ok(0)
+}
+
+/// What a record's VMM effect needs before the VMM pool may be used where it matches.
+fn lifted_by(q: &crate::quirks::Quirk) -> String {
+    use crate::evidence::Level;
+    match q.effect.vmm.map(|v| v.lifted_by()) {
+        None => "not a VMM record (it does not keep the legacy pool)".into(),
+        Some(None) => "none: it keeps the legacy pool wherever it matches".into(),
+        Some(Some(Level::Workload)) => "a workload pass: a VMM build of llama.cpp passing `gpuprobe check-build --exercise` on the same architecture, runtime series (major.minor) and OS".into(),
+        Some(Some(level)) => format!(
+            "a {} pass: `gpuprobe detect` (its smoke test) passing on the same architecture, runtime series (major.minor) and OS",
+            level.as_str()
+        ),
+    }
 }

@@ -125,6 +125,8 @@ fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
         );
     }
     let llama = llama_target(None, build_number, k)?;
+    let docs = crate::evidence::load_all(&a.from)?;
+    let evidence = crate::evidence::Evidence::with_documents(&docs)?;
 
     let mut plans: Vec<(Os, Plan)> = Vec::new();
     for os in &oses {
@@ -152,6 +154,7 @@ fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
             // The runner's environment, not this machine's: nothing is set there.
             env_set: Vec::new(),
             force_no_vmm: false,
+            evidence: evidence.clone(),
         };
         plans.push((*os, resolve(k, &req)?));
     }
@@ -241,6 +244,9 @@ fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
     }
     command.push_str(&format!(" --{} {}", toolkit.to_lowercase(), version.text));
     command.push_str(&format!(" --llama-ref {llama_ref}"));
+    for p in &a.from {
+        command.push_str(&format!(" --from {}", shown_path(p)?));
+    }
     if a.llama_build.is_some() && ref_build.is_none() {
         command.push_str(&format!(
             " --llama-build {}",
@@ -488,6 +494,24 @@ fn check_git_ref(r: &str) -> Result<(), Error> {
             "--llama-ref",
             format!("`{r}` is not a git tag, branch or commit that gpuprobe can put in a workflow"),
             "use a release tag such as b11434, a branch name or a commit hash (letters, digits, . _ / -)",
+        ))
+    }
+}
+
+/// A `--from` path as it may appear in the workflow's header comment: plain characters only.
+fn shown_path(p: &Path) -> Result<String, Error> {
+    let text = p.display().to_string();
+    if !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._/-+".contains(c))
+    {
+        Ok(text)
+    } else {
+        Err(Error::input(
+            "--from",
+            format!("`{text}` cannot be written into the workflow's regenerate command"),
+            "use a path of letters, digits and . _ / - +",
         ))
     }
 }

@@ -22,6 +22,7 @@ pub fn render(plan: &Plan) -> String {
             crate::plan::Mode::Probe => "probe",
             crate::plan::Mode::Report => "saved-report",
             crate::plan::Mode::Targets => "targets-only",
+            crate::plan::Mode::Machine => "declared-machine",
         },
         plan.llama.effective_build,
         plan.llama.source,

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::error::{Error, Result};
+use crate::llama::options::Plain12x;
 
 #[derive(Debug, Clone)]
 pub struct Checkout {
@@ -16,6 +17,11 @@ pub struct Checkout {
     pub build: Option<u64>,
     /// How the build number was found (`git`, `sdist PKG-INFO`), if it was.
     pub build_source: Option<String>,
+    /// The option that compiles the VMM pool out of a HIP build (`""`: the pool is not compiled
+    /// for HIP at all), as this tree's ggml-hip CMake code reads it.
+    pub hip_vmm_switch: String,
+    /// What this tree's ggml-cuda CMake code does with a plain `120`/`121`.
+    pub plain_12x: Plain12x,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -70,12 +76,22 @@ impl Checkout {
         }
         resolve_indirect_defaults(&mut options, &files);
         let (build, build_source) = find_build_number(dir);
+        let backend_file = |b: &str| {
+            std::fs::read_to_string(
+                dir.join("ggml/src")
+                    .join(format!("ggml-{b}"))
+                    .join("CMakeLists.txt"),
+            )
+            .unwrap_or_default()
+        };
         Ok(Checkout {
             dir: dir.to_path_buf(),
             options,
             variables,
             build,
             build_source,
+            hip_vmm_switch: hip_vmm_switch(&backend_file("hip")),
+            plain_12x: plain_12x(&backend_file("cuda")),
         })
     }
 
@@ -83,6 +99,37 @@ impl Checkout {
         self.options.contains_key(name)
             || self.variables.iter().any(|v| v == name)
             || name.starts_with("CMAKE_")
+    }
+}
+
+/// The `*_NO_VMM` option a ggml-hip CMakeLists.txt tests (the same rule as the option-table
+/// generator's `hip_vmm_switch`); none in trees before build 4548, where the VMM pool was not
+/// compiled for HIP.
+pub fn hip_vmm_switch(hip_cmake: &str) -> String {
+    let squeezed: String = hip_cmake.split_whitespace().collect::<Vec<_>>().join(" ");
+    for name in ["GGML_HIP_NO_VMM", "GGML_CUDA_NO_VMM"] {
+        if squeezed.contains(&format!("if ({name})")) || squeezed.contains(&format!("if({name})")) {
+            return name.to_string();
+        }
+    }
+    String::new()
+}
+
+/// What a ggml-cuda CMakeLists.txt does with a plain 12X architecture (the same rule as the
+/// option-table generator's `cuda_arch_12x`).
+pub fn plain_12x(cuda_cmake: &str) -> Plain12x {
+    let rejects = cuda_cmake
+        .lines()
+        .any(|l| l.contains("FATAL_ERROR") && l.contains("${ARCH}a"));
+    if rejects {
+        Plain12x::Rejected
+    } else if cuda_cmake
+        .lines()
+        .any(|l| l.contains("REGEX REPLACE") && l.contains("12[0-9]"))
+    {
+        Plain12x::Rewritten
+    } else {
+        Plain12x::Accepted
     }
 }
 

@@ -7,7 +7,7 @@ pub mod options;
 use std::collections::BTreeMap;
 
 use checkout::Checkout;
-use options::OptionTable;
+use options::{OptionTable, Plain12x};
 
 /// The llama.cpp build a plan is for, and how to know which options it has.
 #[derive(Debug, Clone)]
@@ -33,6 +33,30 @@ impl LlamaTarget {
             None => table
                 .default(name, self.effective_build(table))
                 .map(str::to_string),
+        }
+    }
+
+    /// The option that compiles the VMM pool out of a HIP build, by era: `GGML_HIP_NO_VMM` (4555
+    /// on, default ON), `GGML_CUDA_NO_VMM` (4548-4554, default OFF: VMM on), or `""` (before 4548:
+    /// no VMM pool on HIP whatever the flags).
+    pub fn hip_vmm_switch(&self, table: &OptionTable) -> String {
+        match &self.checkout {
+            Some(c) => c.hip_vmm_switch.clone(),
+            None => table
+                .era("hip_vmm_switch", self.effective_build(table))
+                .unwrap_or("GGML_HIP_NO_VMM")
+                .to_string(),
+        }
+    }
+
+    /// What the build does with a plain `120`/`121` in CMAKE_CUDA_ARCHITECTURES.
+    pub fn plain_12x(&self, table: &OptionTable) -> Plain12x {
+        match &self.checkout {
+            Some(c) => c.plain_12x,
+            None => table
+                .era("cuda_arch_12x", self.effective_build(table))
+                .and_then(Plain12x::parse)
+                .unwrap_or(Plain12x::Rewritten),
         }
     }
 

@@ -9,6 +9,46 @@ use crate::version::VersionRange;
 pub struct OptionTable {
     pub meta: Meta,
     pub option: Vec<LlamaOption>,
+    /// Facts about each build's backend CMake code that are not option declarations.
+    #[serde(default)]
+    pub era: Vec<Era>,
+}
+
+/// A fact that changes over builds (`hip_vmm_switch`, `cuda_arch_12x`), by build range.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Era {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub range: Vec<EraRange>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct EraRange {
+    pub builds: VersionRange,
+    pub value: String,
+}
+
+/// What a build does with a plain Blackwell architecture (`120`, `121`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plain12x {
+    /// No Blackwell handling: `120` is passed to nvcc as written.
+    Accepted,
+    /// A GGML_NATIVE=OFF configure stops: "use 120a or 120f".
+    Rejected,
+    /// Rewritten to `120a`.
+    Rewritten,
+}
+
+impl Plain12x {
+    pub fn parse(s: &str) -> Option<Plain12x> {
+        match s {
+            "accepted" => Some(Plain12x::Accepted),
+            "rejected" => Some(Plain12x::Rejected),
+            "rewritten" => Some(Plain12x::Rewritten),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -53,6 +93,17 @@ impl OptionTable {
     pub fn declared(&self, name: &str, build: u64) -> bool {
         self.get(name)
             .is_some_and(|o| o.builds.contains_number(build))
+    }
+
+    /// The value of era `name` at `build`, if the table covers it.
+    pub fn era(&self, name: &str, build: u64) -> Option<&str> {
+        self.era
+            .iter()
+            .find(|e| e.name == name)?
+            .range
+            .iter()
+            .find(|r| r.builds.contains_number(build))
+            .map(|r| r.value.as_str())
     }
 
     pub fn default(&self, name: &str, build: u64) -> Option<&str> {

@@ -2,10 +2,10 @@
 
 use serde::Serialize;
 
-use super::{Match, Os, Quirk};
+use super::{FixedIn, Match, Os, Quirk};
 use crate::report::Vendor;
 use crate::targets::TargetTable;
-use crate::version::{Version, VersionRange};
+use crate::version::Version;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -54,14 +54,19 @@ pub struct Context<'a> {
 }
 
 impl Quirk {
-    /// The verdict, and one line per condition saying how it went (for `--explain`).
+    /// The verdict, and one line per condition saying how it went (for `--explain`). A version
+    /// at or past the record's `fixed_in` version does not match.
     pub fn evaluate(&self, ctx: &Context<'_>) -> (Tri, Vec<String>) {
-        self.when.evaluate(ctx)
+        self.when.evaluate_fixed(ctx, self.fixed_in.as_ref())
     }
 }
 
 impl Match {
     pub fn evaluate(&self, ctx: &Context<'_>) -> (Tri, Vec<String>) {
+        self.evaluate_fixed(ctx, None)
+    }
+
+    fn evaluate_fixed(&self, ctx: &Context<'_>, fix: Option<&FixedIn>) -> (Tri, Vec<String>) {
         let mut verdict = Tri::Yes;
         let mut why = Vec::new();
         let mut check = |name: &str, t: Tri, detail: String| {
@@ -107,30 +112,42 @@ impl Match {
                 ),
             );
         }
-        if let Some(r) = &self.runtime {
-            check(
+        let build = ctx.llama_build.map(Version::from_number);
+        let fixed_build = fix.and_then(|f| f.llama_build).map(Version::from_number);
+        for (name, r, have, fixed) in [
+            (
                 "runtime",
-                range(r, ctx.runtime),
-                describe(r, ctx.runtime.map(|v| v.to_string())),
-            );
-        }
-        if let Some(r) = &self.driver {
-            check(
+                self.runtime.as_ref(),
+                ctx.runtime,
+                fix.and_then(|f| f.runtime.as_ref()),
+            ),
+            (
                 "driver",
-                range(r, ctx.driver),
-                describe(r, ctx.driver.map(|v| v.to_string())),
-            );
-        }
-        if let Some(r) = &self.llama_builds {
-            let t = match ctx.llama_build {
-                Some(b) => Tri::of(r.contains_number(b)),
-                None => Tri::Unknown,
-            };
-            check(
+                self.driver.as_ref(),
+                ctx.driver,
+                fix.and_then(|f| f.driver.as_ref()),
+            ),
+            (
                 "llama.cpp build",
-                t,
-                describe(r, ctx.llama_build.map(|b| b.to_string())),
-            );
+                self.llama_builds.as_ref(),
+                build.as_ref(),
+                fixed_build.as_ref(),
+            ),
+        ] {
+            if r.is_none() && fixed.is_none() {
+                continue;
+            }
+            let t = match have {
+                None => Tri::Unknown,
+                Some(v) => Tri::of(r.is_none_or(|r| r.contains(v)) && fixed.is_none_or(|f| v < f)),
+            };
+            let shown = have.map_or_else(|| "unknown".to_string(), |v| v.to_string());
+            let range = r.map_or_else(|| ":".to_string(), |r| r.to_string());
+            let detail = match fixed {
+                Some(f) => format!("{shown} in \"{range}\", fixed in {f}"),
+                None => format!("{shown} in \"{range}\""),
+            };
+            check(name, t, detail);
         }
         let flags = [
             ("apu", self.apu, ctx.apu),
@@ -171,14 +188,6 @@ impl Match {
         }
         (verdict, why)
     }
-}
-
-fn range(r: &VersionRange, v: Option<&Version>) -> Tri {
-    v.map_or(Tri::Unknown, |v| Tri::of(r.contains(v)))
-}
-
-fn describe(r: &VersionRange, v: Option<String>) -> String {
-    format!("{} in \"{r}\"", v.unwrap_or_else(|| "unknown".into()))
 }
 
 /// `pattern` is a target name or a family token from the targets table.

@@ -16,8 +16,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::evidence::Level;
 use crate::report::Vendor;
-use crate::version::VersionRange;
+use crate::version::{Version, VersionRange};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -117,9 +118,13 @@ pub struct Quirk {
     #[serde(default)]
     pub sources: Vec<String>,
     /// For records written by `gpuprobe quirks record`: where and when it was measured. Such a
-    /// record may have no source URL yet (it is the evidence to send upstream).
+    /// record may have no source URL yet (it is the evidence to send upstream), and its range is
+    /// the runtime it was measured with (a later runtime is measured again by the probe).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_on: Option<String>,
+    /// The first fixed versions and the source of the fix; absent: no fix known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_in: Option<FixedIn>,
 }
 
 /// Conditions, all of which must hold. An absent condition always holds.
@@ -170,10 +175,80 @@ pub struct Match {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum VmmEffect {
-    /// Keep the legacy pool (HIP: `GGML_HIP_NO_VMM=ON`, CUDA: `GGML_CUDA_NO_VMM=ON`).
+    /// Keep the legacy pool (HIP: `GGML_HIP_NO_VMM=ON`, CUDA: `GGML_CUDA_NO_VMM=ON`); no
+    /// measurement lifts it.
     Deny,
-    /// Keep the legacy pool unless this machine's smoke test passed.
+    /// Keep the legacy pool unless the smoke test passed for this architecture, runtime series
+    /// and OS (on this machine, or on record).
     DenyUnlessSmokePass,
+    /// Keep the legacy pool unless a VMM build of llama.cpp passed a real workload for this
+    /// architecture, runtime series and OS (`check-build --exercise`).
+    DenyUnlessWorkloadPass,
+}
+
+impl VmmEffect {
+    /// The evidence that lifts the deny; `None` when nothing does.
+    pub fn lifted_by(self) -> Option<Level> {
+        match self {
+            VmmEffect::Deny => None,
+            VmmEffect::DenyUnlessSmokePass => Some(Level::Smoke),
+            VmmEffect::DenyUnlessWorkloadPass => Some(Level::Workload),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VmmEffect::Deny => "deny",
+            VmmEffect::DenyUnlessSmokePass => "deny-unless-smoke-pass",
+            VmmEffect::DenyUnlessWorkloadPass => "deny-unless-workload-pass",
+        }
+    }
+}
+
+/// The first fixed version of a problem, per version axis, and where the fix is documented. A
+/// record's range on an axis ends just below its fixed version (exclusive), and a range may have
+/// an upper bound only this way: a problem seen up to some version is open-ended until a fix is
+/// known.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FixedIn {
+    /// First ROCm (AMD) / CUDA (NVIDIA) version without the problem.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<Version>,
+    /// First driver version without the problem.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<Version>,
+    /// First llama.cpp build without the problem.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llama_build: Option<u64>,
+    /// https URLs where the fix is documented (the fix itself, or a report that it is fixed).
+    #[serde(default)]
+    pub sources: Vec<String>,
+    /// What the fix is, in a few words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl FixedIn {
+    /// `ROCm 7.14`, `llama.cpp build 8863`: each fixed version named, for people.
+    pub fn describe(&self, vendor: Option<Vendor>) -> String {
+        let kit = match vendor {
+            Some(Vendor::Amd) => "ROCm",
+            Some(Vendor::Nvidia) => "CUDA",
+            None => "runtime",
+        };
+        let mut parts = Vec::new();
+        if let Some(v) = &self.runtime {
+            parts.push(format!("{kit} {v}"));
+        }
+        if let Some(v) = &self.driver {
+            parts.push(format!("driver {v}"));
+        }
+        if let Some(b) = self.llama_build {
+            parts.push(format!("llama.cpp build {b}"));
+        }
+        parts.join(", ")
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -193,6 +268,10 @@ pub struct Effect {
     /// What to tell the user when the record matches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warn: Option<String>,
+    /// Runtime environment that must not be recommended in a plan this record matches (another
+    /// record's advice that this one shows to be harmful); the record's `warn` says what instead.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub withdraw_env: Vec<String>,
     /// The plan cannot work: refuse with this reason (exit 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refuse: Option<String>,
@@ -253,6 +332,7 @@ impl QuirkFile {
                     "leave GGML_CUDA_P2P unset, or use GGML_CUDA_NO_PEER_COPY=ON",
                 ));
             }
+            check_fix_bound(q).map_err(|(message, fix)| at(message, fix))?;
             if q.contested
                 && (q.effect.vmm.is_some() || !q.effect.set.is_empty() || q.effect.refuse.is_some())
             {
@@ -264,4 +344,92 @@ impl QuirkFile {
         }
         Ok(())
     }
+}
+
+impl Quirk {
+    /// Does the record do anything when it matches (deny, warn, flags, env, refuse)?
+    pub fn has_effect(&self) -> bool {
+        let e = &self.effect;
+        e.vmm.is_some()
+            || e.warn.is_some()
+            || !e.set.is_empty()
+            || !e.env.is_empty()
+            || e.refuse.is_some()
+            || !e.withdraw_env.is_empty()
+    }
+
+    /// The record's version ranges that are written with an upper bound (`runtime`, `driver`,
+    /// `llama_builds`), as (field, range).
+    pub fn bounded_ranges(&self) -> Vec<(&'static str, &VersionRange)> {
+        [
+            ("runtime", self.when.runtime.as_ref()),
+            ("driver", self.when.driver.as_ref()),
+            ("llama_builds", self.when.llama_builds.as_ref()),
+        ]
+        .into_iter()
+        .filter_map(|(n, r)| r.filter(|r| r.max.is_some()).map(|r| (n, r)))
+        .collect()
+    }
+}
+
+/// The fix-bound rule: a record that acts may end its range only at a recorded fix, written as
+/// `fixed_in` with the fix's source; never at the last version someone saw broken. Records
+/// measured locally (`measured_on`) are scoped to the runtime they were measured with instead.
+fn check_fix_bound(q: &Quirk) -> std::result::Result<(), (String, &'static str)> {
+    if let Some(f) = &q.fixed_in {
+        if f.runtime.is_none() && f.driver.is_none() && f.llama_build.is_none() {
+            return Err((
+                format!("quirk `{}`: `fixed_in` names no fixed version", q.id),
+                "give fixed_in.runtime, fixed_in.driver or fixed_in.llama_build",
+            ));
+        }
+        if f.sources.is_empty() {
+            return Err((
+                format!("quirk `{}`: `fixed_in` has no `sources`", q.id),
+                "add the URL of the fix (or of a report that it is fixed) to fixed_in.sources",
+            ));
+        }
+        if let Some(bad) = f.sources.iter().find(|s| !s.starts_with("https://")) {
+            return Err((
+                format!(
+                    "quirk `{}`: field `fixed_in.sources`: `{bad}` is not an https URL",
+                    q.id
+                ),
+                "write each source as a full https:// URL",
+            ));
+        }
+        let below_min = |r: Option<&VersionRange>, v: &Version| {
+            r.and_then(|r| r.min.as_ref()).is_some_and(|min| v <= min)
+        };
+        if f.runtime
+            .as_ref()
+            .is_some_and(|v| below_min(q.when.runtime.as_ref(), v))
+            || f.driver
+                .as_ref()
+                .is_some_and(|v| below_min(q.when.driver.as_ref(), v))
+            || f.llama_build
+                .is_some_and(|b| below_min(q.when.llama_builds.as_ref(), &Version::from_number(b)))
+        {
+            return Err((
+                format!(
+                    "quirk `{}`: a `fixed_in` version is not above the start of its range",
+                    q.id
+                ),
+                "the fixed version is the first one without the problem: it comes after the range's minimum",
+            ));
+        }
+    }
+    if q.contested || q.measured_on.is_some() || !q.has_effect() {
+        return Ok(());
+    }
+    if let Some((field, range)) = q.bounded_ranges().into_iter().next() {
+        return Err((
+            format!(
+                "quirk `{}`: `match.{field} = \"{range}\"` ends at a version without a recorded fix",
+                q.id
+            ),
+            "a range ends at the first fixed version: write it open-ended (\"min:\") and, if a fix is known, give it as fixed_in with its sources",
+        ));
+    }
+    Ok(())
 }

@@ -182,11 +182,11 @@ impl Evidence {
                 SmokeOutcome::NotRun => continue,
                 _ => Verdict::Fail,
             };
-            self.records.push(base(
-                Level::Smoke,
-                verdict,
-                format!("smoke test {}", d.smoke.outcome.as_str()),
-            ));
+            let detail = match verdict {
+                Verdict::Pass => "smoke test passed".to_string(),
+                Verdict::Fail => format!("smoke test {}", d.smoke.outcome.as_str()),
+            };
+            self.records.push(base(Level::Smoke, verdict, detail));
         }
     }
 

@@ -160,7 +160,7 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
                 notes.push(note(
                     Severity::Medium,
                     format!(
-                        "{} needs {need}; the {toolkit_name} version is unknown, so this plan could not check it: give --{} VER",
+                        "{} needs {need}. The {toolkit_name} version is unknown, so this plan could not check it: give --{} VER",
                         u.arch,
                         toolkit_name.to_lowercase()
                     ),
@@ -310,29 +310,51 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
                 && q.evaluate(&ctx).0 == Tri::Yes
         });
         ctx.uma = Some(uma);
-        let mut withdrawn: Vec<(String, String)> = Vec::new();
-        for q in k.quirks.iter().filter(|q| !q.contested) {
-            let (verdict, why) = q.evaluate(&ctx);
-            if verdict == Tri::No {
-                continue;
-            }
+        let verdicts: Vec<(&Quirk, Tri, Vec<String>)> = k
+            .quirks
+            .iter()
+            .filter(|q| !q.contested)
+            .map(|q| {
+                let (v, why) = q.evaluate(&ctx);
+                (q, v, why)
+            })
+            .filter(|(_, v, _)| *v != Tri::No)
+            .collect();
+        // A record that shows another record's env advice to be harmful here withdraws it (and
+        // the advice's own warning, which would recommend it).
+        let withdrawn: Vec<(&String, &str)> = verdicts
+            .iter()
+            .filter(|(_, v, _)| *v == Tri::Yes)
+            .flat_map(|(q, _, _)| q.effect.withdraw_env.iter().map(|n| (n, q.id.as_str())))
+            .collect();
+        for (q, verdict, why) in &verdicts {
             trace.push(format!(
                 "{} {}: {} [{}]",
                 u.arch,
                 q.id,
-                tri_word(verdict),
+                tri_word(*verdict),
                 why.join("; ")
             ));
-            if verdict == Tri::Yes {
-                for name in &q.effect.withdraw_env {
-                    withdrawn.push((name.clone(), q.id.clone()));
-                }
+            let by: Vec<&str> = q
+                .effect
+                .env
+                .keys()
+                .filter_map(|n| withdrawn.iter().find(|(w, _)| *w == n).map(|(_, by)| *by))
+                .collect();
+            if !q.effect.env.is_empty() && by.len() == q.effect.env.len() {
+                trace.push(format!(
+                    "{}: {}'s advice withdrawn: {} matches",
+                    u.arch,
+                    q.id,
+                    by.join(", ")
+                ));
+                continue;
             }
             apply_quirk(
                 k,
                 req,
                 q,
-                verdict,
+                *verdict,
                 u,
                 &mut flags,
                 &mut env,
@@ -342,20 +364,7 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
                 build,
             );
         }
-        // A record that shows another record's env advice to be harmful here withdraws it.
-        env.retain(|e| match withdrawn.iter().find(|(n, _)| n == &e.name) {
-            Some((_, by)) => {
-                trace.push(format!(
-                    "{}: {}={} ({}) withdrawn: {by} matches",
-                    u.arch,
-                    e.name,
-                    e.value,
-                    e.quirks.join(", ")
-                ));
-                false
-            }
-            None => true,
-        });
+        env.retain(|e| !withdrawn.iter().any(|(n, _)| *n == &e.name));
         planned.push(Planned {
             arch: u.arch.clone(),
             devices: u.devices.iter().map(|d| d.index).collect(),
@@ -623,7 +632,12 @@ fn decide_vmm(
         }
     }
     if !denied.is_empty() {
-        let ids: Vec<String> = denied.iter().map(|q| q.id.clone()).collect();
+        // Every VMM record that could match is named; the denies decide.
+        let ids: Vec<String> = denied
+            .iter()
+            .chain(raising.iter().map(|(q, _, _)| q))
+            .map(|q| q.id.clone())
+            .collect();
         let reasons: Vec<String> = denied
             .iter()
             .map(|q| {
@@ -651,7 +665,10 @@ fn decide_vmm(
                     .iter()
                     .filter_map(|q| q.fixed_in.as_ref().map(|f| f.describe(q.when.vendor)))
                     .collect();
-                format!("build for {} or later", fixes.join(" and "))
+                format!(
+                    "run on {} or later, where a measured pass can decide",
+                    fixes.join(" and ")
+                )
             })
         };
         let tail = if lift.is_none() {
@@ -671,9 +688,17 @@ fn decide_vmm(
     let needed = raising.iter().map(|(_, l, _)| *l).chain(baseline).max();
     let ids: Vec<String> = raising.iter().map(|(q, _, _)| q.id.clone()).collect();
     let Some(needed) = needed else {
+        let measured_pass = !u.devices.is_empty()
+            && u.devices
+                .iter()
+                .all(|d| d.smoke.outcome == SmokeOutcome::Pass);
         return VmmDecision {
             vmm: true,
-            reason: "CUDA default: the VMM pool; no deny quirk can match".into(),
+            reason: if measured_pass {
+                "VMM smoke test passed on every device of this architecture and no deny quirk matches".into()
+            } else {
+                "CUDA default: the VMM pool; no deny quirk can match".into()
+            },
             quirks: vec![],
             lift: None,
         };
@@ -758,10 +783,15 @@ fn decide_vmm(
                 ),
                 None => "none is on record".to_string(),
             };
+            // Said without the architecture, so targets in the same position share one build
+            // group and one sentence (the group lists them).
             VmmDecision::legacy(
-                format!("{LEGACY_PREFIX}: VMM needs a measured {why_needed} pass for {on}; {have}"),
+                format!(
+                    "{LEGACY_PREFIX}: VMM needs a measured {why_needed} pass for the GPU on {kit} {series} ({}); {have}",
+                    req.os.as_str()
+                ),
                 with_q1(backend, ids),
-                Some(lift_command(needed, flag, &u.arch, kit, &series, req.os)),
+                Some(lift_command(needed, flag, kit, &series, req.os)),
             )
         }
     }
@@ -783,25 +813,17 @@ fn certainty(ctx: &Context<'_>, q: &Quirk) -> &'static str {
 }
 
 /// One command that produces the missing evidence, and how to hand it back.
-fn lift_command(
-    needed: Level,
-    flag: &str,
-    arch: &str,
-    kit: &str,
-    series: &Version,
-    os: Os,
-) -> String {
-    let file = format!("{arch}-{}{series}-{}", kit.to_lowercase(), os.as_str());
+fn lift_command(needed: Level, flag: &str, kit: &str, series: &Version, os: Os) -> String {
     let where_ = format!(
-        "on a {} machine with a {arch} and {kit} {series}",
+        "on a {} machine with that GPU and {kit} {series}",
         os.as_str()
     );
     match needed {
         Level::Workload => format!(
-            "{where_}, build llama.cpp with -D{flag}=OFF and run `gpuprobe check-build --binary build/bin/test-backend-ops --exercise --json > {file}-exercise.json`, then plan with `--from {file}-exercise.json`"
+            "{where_}, build llama.cpp with -D{flag}=OFF and run `gpuprobe check-build --binary build/bin/test-backend-ops --exercise --json > exercise.json`, then plan with `--from exercise.json`"
         ),
         _ => format!(
-            "{where_}, run `gpuprobe detect --json > {file}.json`, then plan with `--from {file}.json`"
+            "{where_}, run `gpuprobe detect --json > detect.json`, then plan with `--from detect.json` (a directory of such reports counts too)"
         ),
     }
 }
@@ -1059,6 +1081,25 @@ fn merge_machine(planned: Vec<Planned>) -> Planned {
                 }
                 None => env.push(e.clone()),
             }
+        }
+    }
+    // An environment variable reaches every GPU of the process: advice for only some of the
+    // machine's GPUs holds only where llama.cpp runs on those alone.
+    for e in &mut env {
+        let holders: Vec<&str> = planned
+            .iter()
+            .filter(|p| p.env.iter().any(|x| x.name == e.name && x.value == e.value))
+            .map(|p| p.arch.as_str())
+            .collect();
+        if holders.len() < planned.len() {
+            let only = format!(
+                "only for a llama.cpp process that uses the {} alone (hide the other GPUs with HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES)",
+                holders.join(", ")
+            );
+            e.when = Some(match e.when.take() {
+                Some(w) => format!("{only}; {w}"),
+                None => only,
+            });
         }
     }
     Planned {

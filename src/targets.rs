@@ -67,7 +67,7 @@ impl Target {
             (Some(min), Some(max)) => format!("{kit} {min} to {max}.x"),
         };
         Some(match &self.toolkit_note {
-            Some(n) => format!("{need} ({n})"),
+            Some(n) => format!("{need}: {n}"),
             None => need,
         })
     }

@@ -545,33 +545,19 @@ fn r9700(runtime: &str, s: Smoke) -> Report {
 }
 
 #[test]
-fn no_vmm_build_where_the_smoke_test_passed_gets_the_rebuild_command() {
+fn no_vmm_build_on_gfx12_where_only_the_smoke_test_passed_is_fine() {
+    // Q21: on gfx12 a passing smoke test is not enough (the reporter's device passed the VMM
+    // checks and still hung on a real request); without a workload pass gpuprobe builds the
+    // legacy pool too, so a NO_VMM build is what it would build.
     let r = judge(
         &fixture("lemonade-87-r9700-no-vmm.txt"),
         Some(&r9700("7.14.0", pass())),
         Some(10001),
         &[],
     );
-    let f = find(&r, "vmm-compiled-out");
-    assert_eq!(f.level, Level::Warning);
-    assert!(
-        f.reason.contains("NO_VMM = 1") && f.reason.contains("smoke test passed"),
-        "{}",
-        f.reason
-    );
-    assert!(f.quirks.contains(&"Q2".to_string()));
-    let fix = f.fix.as_deref().unwrap();
-    for want in [
-        "-DGGML_HIP=ON",
-        "-DGPU_TARGETS=gfx1201",
-        "-DGGML_HIP_NO_VMM=OFF",
-        "gpuprobe cmake-flags --from test.json --backend hip --llama-build 10001",
-    ] {
-        assert!(fix.contains(want), "{want} missing from: {fix}");
-    }
-    // The legacy-pool advice is part of this finding, not repeated.
-    assert!(!has(&r, "quirk-Q2"));
-    assert_eq!(r.summary.exit_code, 1);
+    assert!(!has(&r, "vmm-compiled-out"), "{}", check_build::render(&r));
+    let f = find(&r, "vmm-ok");
+    assert!(f.title.contains("without VMM"), "{}", f.title);
 }
 
 #[test]
@@ -764,7 +750,7 @@ fn multi_gpu_rocm_no_vmm_build_peer_copies_and_graph_advice() {
             device(0, Backend::Hip, "AMD Radeon RX 7900 XTX", "gfx1100", pass()),
             device(1, Backend::Hip, "AMD Radeon RX 7900 XTX", "gfx1100", pass()),
         ],
-        Some("6.4.1"),
+        Some("7.14.0"),
     );
     let r = judge(
         &fixture("lemonade-2319-rocm-7900xtx-device-info.txt"),
@@ -772,15 +758,14 @@ fn multi_gpu_rocm_no_vmm_build_peer_copies_and_graph_advice() {
         Some(10000),
         &[],
     );
-    // Q7: the build lacks NO_PEER_COPY, which system_info would show.
-    let q7 = find(&r, "quirk-Q7");
-    assert_eq!(q7.level, Level::Warning);
+    // Q7's peer-copy corruption is recorded for Radeon VII, RDNA 2 and RDNA 4 pairs, not RDNA 3;
+    // every AMD multi-GPU process gets the split-mode advice (Q7-split).
+    assert!(!has(&r, "quirk-Q7"));
+    let split = find(&r, "quirk-Q7-split");
     assert!(
-        q7.fix.as_deref().unwrap().contains(
-            "rebuild with -DGGML_CUDA_NO_PEER_COPY=ON (system_info shows no NO_PEER_COPY)"
-        ),
-        "{:?}",
-        q7.fix
+        split.reason.contains("-sm layer")
+            || split.fix.as_deref().unwrap_or("").contains("-sm layer"),
+        "{split:?}"
     );
     // Q6: runtime advice for a no-VMM HIP build with graphs (build 10000 >= 8893), for a workload.
     let q6 = find(&r, "quirk-Q6");
@@ -793,16 +778,11 @@ fn multi_gpu_rocm_no_vmm_build_peer_copies_and_graph_advice() {
         "{:?}",
         q6.fix
     );
-    // VMM passed on both: the NO_VMM build is a warning with the rebuild command.
+    // VMM passed on both on ROCm 7.14: the NO_VMM build is a warning with the rebuild command.
     let v = find(&r, "vmm-compiled-out");
-    assert!(
-        v.fix
-            .as_deref()
-            .unwrap()
-            .contains("-DGGML_CUDA_NO_PEER_COPY=ON"),
-        "the plan's flags include Q7's: {:?}",
-        v.fix
-    );
+    let fix = v.fix.as_deref().unwrap();
+    assert!(fix.contains("-DGGML_HIP_NO_VMM=OFF"), "{fix}");
+    assert!(!fix.contains("GGML_CUDA_NO_PEER_COPY"), "{fix}");
     assert_eq!(v.devices.len(), 2);
 }
 

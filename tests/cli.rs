@@ -243,12 +243,15 @@ fn github_format_needs_github_output() {
 
 #[test]
 fn preset_is_valid_json_with_cache_variables() {
+    // A measured pass (synthetic test input) for gfx1100 on ROCm 7.14: the VMM pool.
     let text = stdout_of(&[
         "cmake-flags",
         "--targets",
-        "gfx90a",
+        "gfx1100",
         "--rocm",
-        "6.4",
+        "7.14.0",
+        "--from",
+        "tests/fixtures/synthetic/gfx1100-rocm7.14-linux-smoke-pass.json",
         "--format",
         "preset",
     ]);
@@ -260,7 +263,7 @@ fn preset_is_valid_json_with_cache_variables() {
     );
     assert_eq!(
         v["configurePresets"][0]["cacheVariables"]["GPU_TARGETS"],
-        "gfx90a"
+        "gfx1100"
     );
 }
 
@@ -300,7 +303,7 @@ fn preset_is_accepted_by_real_cmake() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(listed.contains("gpuprobe-hip-vmm"), "{listed}");
+    assert!(listed.contains("gpuprobe-hip-legacy-pool"), "{listed}");
 }
 
 fn which_cmake() -> Option<std::path::PathBuf> {

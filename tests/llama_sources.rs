@@ -363,3 +363,24 @@ fn real_cmake_configure_reports_no_emitted_option_as_unused() {
         }
     }
 }
+
+/// The eras the option table carries (HIP VMM switch, plain 12X handling) are what a checkout of
+/// each real build says when gpuprobe reads the tree itself (`--llama-cpp DIR`): the generator
+/// and the tree reader apply the same rule to the same sources.
+#[test]
+fn eras_read_from_real_trees_match_the_option_table() {
+    use gpuprobe::llama::checkout::Checkout;
+    use gpuprobe::llama::options::Plain12x;
+    let Some(dir) = require_sources() else { return };
+    let k = gpuprobe::profiles::Knowledge::bundled().unwrap();
+    let mut checked = 0;
+    for (build, tree) in builds(&dir) {
+        let c = Checkout::open(&tree).unwrap();
+        let want_switch = k.options.era("hip_vmm_switch", build).unwrap();
+        assert_eq!(c.hip_vmm_switch, want_switch, "build {build}");
+        let want_12x = Plain12x::parse(k.options.era("cuda_arch_12x", build).unwrap()).unwrap();
+        assert_eq!(c.plain_12x, want_12x, "build {build}");
+        checked += 1;
+    }
+    assert!(checked >= 10, "only {checked} builds");
+}

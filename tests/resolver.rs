@@ -642,7 +642,7 @@ fn q6_cuda_legacy_pool_plans_get_the_graphs_advice_too() {
         env(&p, "sm_87", "GGML_CUDA_DISABLE_GRAPHS").as_deref(),
         Some("1")
     );
-    assert!(warned(&p, "Q6-cuda"));
+    assert!(p.groups[0].env[0].quirks.contains(&"Q6-cuda".to_string()));
     assert_eq!(
         env(&p, "sm_87", "GGML_CUDA_DISABLE_GRAPHS"),
         env(
@@ -662,7 +662,7 @@ fn q6_cuda_legacy_pool_plans_get_the_graphs_advice_too() {
     );
     // A VMM build is not exposed.
     let p = Case::new("sm_90").cuda("12.8").plan();
-    assert!(!warned(&p, "Q6-cuda"));
+    assert!(p.groups[0].env.is_empty());
 }
 
 #[test]
@@ -813,7 +813,8 @@ fn q12_uma_with_the_2d_copy_fast_path_warns_from_9827() {
 #[test]
 fn q12_withdraws_q11s_unified_memory_where_it_garbles_output() {
     let p = Case::new("gfx1151").rocm("7.14.0").build(11434).plan();
-    assert!(warned(&p, "Q11") && warned(&p, "Q12"));
+    // Q11's advice (and its warning, which recommends it) is withdrawn; Q12 says what instead.
+    assert!(!warned(&p, "Q11") && warned(&p, "Q12"));
     assert_eq!(env(&p, "gfx1151", "GGML_CUDA_ENABLE_UNIFIED_MEMORY"), None);
     let q12 = p.warnings.iter().find(|n| n.quirks == ["Q12"]).unwrap();
     assert!(q12.message.contains("carve-out"), "{}", q12.message);
@@ -1241,356 +1242,57 @@ use Level::{Smoke as S, Workload as W};
 use Os::{Linux as L, Windows as Win};
 use Verdict::{Fail as F, Pass as P};
 
+#[rustfmt::skip]
 const TABLE: &[Row] = &[
     // HIP VMM: llama.cpp's default without evidence, on evidence of the right strength only.
-    Row {
-        targets: "gfx1100",
-        rocm: Some("7.14.0"),
-        vmm_flag: Some("ON"),
-        applies: &["Q1", "Q2"],
-        absent: &["Q3", "Q22"],
-        ..R
-    },
-    Row {
-        targets: "gfx1100",
-        rocm: Some("7.14.0"),
-        evidence: &[("gfx1100", "7.14", L, S, P)],
-        vmm_flag: Some("OFF"),
-        applies: &["Q1"],
-        absent: &["Q2", "Q6"],
-        ..R
-    },
-    Row {
-        targets: "gfx1100",
-        rocm: Some("7.14.0"),
-        evidence: &[("gfx1100", "7.14", L, S, P), ("gfx1100", "7.14", L, W, F)],
-        vmm_flag: Some("ON"),
-        applies: &["Q2"],
-        ..R
-    },
-    Row {
-        targets: "gfx1100",
-        rocm: Some("7.2.1"),
-        evidence: &[("gfx1100", "7.2", L, S, P)],
-        vmm_flag: Some("OFF"),
-        applies: &["Q3"],
-        ..R
-    },
-    Row {
-        targets: "gfx1100",
-        rocm: Some("7.2.1"),
-        vmm_flag: Some("ON"),
-        applies: &["Q3", "Q6"],
-        ..R
-    },
-    Row {
-        targets: "gfx1030",
-        rocm: Some("6.4.3"),
-        evidence: &[("gfx1030", "6.4", L, W, P)],
-        vmm_flag: Some("ON"),
-        applies: &["Q22"],
-        ..R
-    },
-    Row {
-        targets: "gfx942",
-        rocm: Some("6.2"),
-        vmm_flag: Some("ON"),
-        applies: &["Q22"],
-        absent: &["Q3"],
-        ..R
-    },
+    Row { targets: "gfx1100", rocm: Some("7.14.0"), vmm_flag: Some("ON"), applies: &["Q1", "Q2"], absent: &["Q3", "Q22"], ..R },
+    Row { targets: "gfx1100", rocm: Some("7.14.0"), evidence: &[("gfx1100", "7.14", L, S, P)], vmm_flag: Some("OFF"), applies: &["Q1"], absent: &["Q2", "Q6"], ..R },
+    Row { targets: "gfx1100", rocm: Some("7.14.0"), evidence: &[("gfx1100", "7.14", L, S, P), ("gfx1100", "7.14", L, W, F)], vmm_flag: Some("ON"), applies: &["Q2"], ..R },
+    Row { targets: "gfx1100", rocm: Some("7.2.1"), evidence: &[("gfx1100", "7.2", L, S, P)], vmm_flag: Some("OFF"), applies: &["Q3"], ..R },
+    Row { targets: "gfx1100", rocm: Some("7.2.1"), vmm_flag: Some("ON"), applies: &["Q3", "Q6"], ..R },
+    Row { targets: "gfx1030", rocm: Some("6.4.3"), evidence: &[("gfx1030", "6.4", L, W, P)], vmm_flag: Some("ON"), applies: &["Q22"], ..R },
+    Row { targets: "gfx942", rocm: Some("6.2"), vmm_flag: Some("ON"), applies: &["Q22"], absent: &["Q3"], ..R },
     // gfx12: Q4 needs a smoke pass, Q21 a workload pass.
-    Row {
-        targets: "gfx1201",
-        rocm: Some("7.2.1"),
-        evidence: &[("gfx1201", "7.2", L, S, P)],
-        vmm_flag: Some("ON"),
-        applies: &["Q3", "Q4", "Q21"],
-        ..R
-    },
-    Row {
-        targets: "gfx1201",
-        rocm: Some("7.2.1"),
-        evidence: &[("gfx1201", "7.2", L, W, P)],
-        vmm_flag: Some("OFF"),
-        applies: &["Q3", "Q4", "Q21"],
-        ..R
-    },
-    Row {
-        targets: "gfx1200",
-        rocm: Some("7.13.0a20260515"),
-        vmm_flag: Some("ON"),
-        applies: &["Q3", "Q4", "Q21"],
-        ..R
-    },
-    Row {
-        targets: "gfx1201",
-        rocm: Some("7.14.0"),
-        evidence: &[("gfx1201", "7.14", L, S, P)],
-        vmm_flag: Some("ON"),
-        applies: &["Q4", "Q21"],
-        absent: &["Q3"],
-        ..R
-    },
-    Row {
-        targets: "gfx1201",
-        rocm: Some("7.14.0"),
-        evidence: &[("gfx1201", "7.14", L, W, P)],
-        vmm_flag: Some("OFF"),
-        applies: &["Q4", "Q21"],
-        ..R
-    },
-    Row {
-        targets: "gfx1201",
-        rocm: Some("7.14.0"),
-        os: Win,
-        evidence: &[("gfx1201", "7.14", Win, W, P)],
-        vmm_flag: Some("OFF"),
-        applies: &["Q21", "Q23", "Q18"],
-        ..R
-    },
-    Row {
-        targets: "gfx1151",
-        rocm: Some("7.14.0"),
-        os: Win,
-        evidence: &[("gfx1151", "7.14", Win, S, P)],
-        vmm_flag: Some("ON"),
-        applies: &["Q23", "Q18"],
-        absent: &["Q11", "Q10"],
-        ..R
-    },
+    Row { targets: "gfx1201", rocm: Some("7.2.1"), evidence: &[("gfx1201", "7.2", L, S, P)], vmm_flag: Some("ON"), applies: &["Q3", "Q4", "Q21"], ..R },
+    Row { targets: "gfx1201", rocm: Some("7.2.1"), evidence: &[("gfx1201", "7.2", L, W, P)], vmm_flag: Some("OFF"), applies: &["Q3", "Q4", "Q21"], ..R },
+    Row { targets: "gfx1200", rocm: Some("7.13.0a20260515"), vmm_flag: Some("ON"), applies: &["Q3", "Q4", "Q21"], ..R },
+    Row { targets: "gfx1201", rocm: Some("7.14.0"), evidence: &[("gfx1201", "7.14", L, S, P)], vmm_flag: Some("ON"), applies: &["Q4", "Q21"], absent: &["Q3"], ..R },
+    Row { targets: "gfx1201", rocm: Some("7.14.0"), evidence: &[("gfx1201", "7.14", L, W, P)], vmm_flag: Some("OFF"), applies: &["Q4", "Q21"], ..R },
+    Row { targets: "gfx1201", rocm: Some("7.14.0"), os: Win, evidence: &[("gfx1201", "7.14", Win, W, P)], vmm_flag: Some("OFF"), applies: &["Q21", "Q23", "Q18"], ..R },
+    Row { targets: "gfx1151", rocm: Some("7.14.0"), os: Win, evidence: &[("gfx1151", "7.14", Win, S, P)], vmm_flag: Some("ON"), applies: &["Q23", "Q18"], absent: &["Q11", "Q10"], ..R },
     // Build eras of the HIP VMM switch.
-    Row {
-        targets: "gfx1100",
-        rocm: Some("7.14.0"),
-        build: 4550,
-        vmm_flag: Some("ON"),
-        applies: &["Q2-old-build", "Q2-pre-9489"],
-        ..R
-    },
-    Row {
-        targets: "gfx1100",
-        rocm: Some("6.1"),
-        build: 4500,
-        vmm_flag: None,
-        applies: &["Q2"],
-        absent: &["Q1"],
-        ..R
-    },
+    Row { targets: "gfx1100", rocm: Some("7.14.0"), build: 4550, vmm_flag: Some("ON"), applies: &["Q2-old-build", "Q2-pre-9489"], ..R },
+    Row { targets: "gfx1100", rocm: Some("6.1"), build: 4500, vmm_flag: None, applies: &["Q2"], absent: &["Q1"], ..R },
     // Legacy-pool warnings by build.
-    Row {
-        targets: "gfx1100",
-        rocm: Some("7.2.1"),
-        build: 8500,
-        vmm_flag: Some("ON"),
-        applies: &["Q2", "Q2-old-build", "Q2-pre-9489", "Q13"],
-        absent: &["Q6"],
-        ..R
-    },
-    Row {
-        targets: "gfx1100",
-        rocm: Some("7.2.1"),
-        build: 10200,
-        vmm_flag: Some("ON"),
-        applies: &["Q2", "Q6"],
-        absent: &["Q13", "Q2-pre-9489"],
-        ..R
-    },
+    Row { targets: "gfx1100", rocm: Some("7.2.1"), build: 8500, vmm_flag: Some("ON"), applies: &["Q2", "Q2-old-build", "Q2-pre-9489", "Q13"], absent: &["Q6"], ..R },
+    Row { targets: "gfx1100", rocm: Some("7.2.1"), build: 10200, vmm_flag: Some("ON"), applies: &["Q2", "Q6"], absent: &["Q13", "Q2-pre-9489"], ..R },
     // APUs, unified memory and the 2D-copy path.
-    Row {
-        targets: "gfx1151",
-        rocm: Some("7.14.0"),
-        build: 9800,
-        vmm_flag: Some("ON"),
-        applies: &["Q11", "Q13"],
-        absent: &["Q12", "Q10"],
-        ..R
-    },
-    Row {
-        targets: "gfx1151",
-        rocm: Some("7.14.0"),
-        build: 11434,
-        vmm_flag: Some("ON"),
-        applies: &["Q11", "Q12"],
-        absent: &["Q10"],
-        ..R
-    },
-    Row {
-        targets: "gfx1150",
-        rocm: Some("7.14.0a20260610"),
-        vmm_flag: Some("ON"),
-        applies: &["Q10", "Q11", "Q3"],
-        ..R
-    },
-    Row {
-        targets: "gfx1151",
-        rocm: Some("7.14.0"),
-        evidence: &[("gfx1151", "7.14", L, S, P)],
-        vmm_flag: Some("OFF"),
-        applies: &["Q11"],
-        absent: &["Q10", "Q3"],
-        ..R
-    },
+    Row { targets: "gfx1151", rocm: Some("7.14.0"), build: 9800, vmm_flag: Some("ON"), applies: &["Q11", "Q13"], absent: &["Q12", "Q10"], ..R },
+    Row { targets: "gfx1151", rocm: Some("7.14.0"), build: 11434, vmm_flag: Some("ON"), applies: &["Q12"], absent: &["Q10", "Q11"], ..R },
+    Row { targets: "gfx1150", rocm: Some("7.14.0a20260610"), vmm_flag: Some("ON"), applies: &["Q10", "Q11", "Q3"], ..R },
+    Row { targets: "gfx1151", rocm: Some("7.14.0"), evidence: &[("gfx1151", "7.14", L, S, P)], vmm_flag: Some("OFF"), applies: &["Q12"], absent: &["Q10", "Q3", "Q11"], ..R },
     // Machines: multi-GPU and iGPU-next-to-dGPU records apply definitely.
-    Row {
-        targets: "gfx1030,gfx1201",
-        machine: true,
-        rocm: Some("7.14.0"),
-        vmm_flag: Some("ON"),
-        applies: &["Q7", "Q7-split"],
-        ..R
-    },
-    Row {
-        targets: "gfx1201,gfx1036",
-        machine: true,
-        rocm: Some("7.14.0"),
-        vmm_flag: Some("ON"),
-        applies: &["Q8", "Q7-split"],
-        ..R
-    },
-    Row {
-        targets: "gfx1100,gfx1100",
-        machine: true,
-        rocm: Some("7.14.0"),
-        vmm_flag: Some("ON"),
-        applies: &["Q7-split"],
-        absent: &["Q7", "Q8"],
-        ..R
-    },
-    Row {
-        targets: "gfx900",
-        rocm: Some("7.2.1"),
-        vmm_flag: Some("ON"),
-        applies: &["Q14", "Q3"],
-        ..R
-    },
-    Row {
-        targets: "gfx906",
-        rocm: Some("6.3"),
-        vmm_flag: Some("ON"),
-        applies: &["Q22"],
-        absent: &["Q14"],
-        ..R
-    },
-    Row {
-        targets: "gfx1152",
-        rocm: Some("7.13"),
-        vmm_flag: Some("ON"),
-        applies: &["Q20", "Q11", "Q3"],
-        absent: &["Q13"],
-        ..R
-    },
-    Row {
-        targets: "gfx1152",
-        rocm: Some("7.14"),
-        vmm_flag: Some("ON"),
-        absent: &["Q20"],
-        ..R
-    },
+    Row { targets: "gfx1030,gfx1201", machine: true, rocm: Some("7.14.0"), vmm_flag: Some("ON"), applies: &["Q7", "Q7-split"], ..R },
+    Row { targets: "gfx1201,gfx1036", machine: true, rocm: Some("7.14.0"), vmm_flag: Some("ON"), applies: &["Q8", "Q7-split"], ..R },
+    Row { targets: "gfx1100,gfx1100", machine: true, rocm: Some("7.14.0"), vmm_flag: Some("ON"), applies: &["Q7-split"], absent: &["Q7", "Q8"], ..R },
+    Row { targets: "gfx900", rocm: Some("7.2.1"), vmm_flag: Some("ON"), applies: &["Q14", "Q3"], ..R },
+    Row { targets: "gfx906", rocm: Some("6.3"), vmm_flag: Some("ON"), applies: &["Q22"], absent: &["Q14"], ..R },
+    Row { targets: "gfx1152", rocm: Some("7.13"), vmm_flag: Some("ON"), applies: &["Q20", "Q11", "Q3"], absent: &["Q13"], ..R },
+    Row { targets: "gfx1152", rocm: Some("7.14"), vmm_flag: Some("ON"), absent: &["Q20"], ..R },
     // NVIDIA.
-    Row {
-        targets: "sm_90",
-        cuda: Some("13.0"),
-        vmm_flag: Some("OFF"),
-        absent: &["Q15", "Q6-cuda", "Q2"],
-        ..R
-    },
-    Row {
-        targets: "sm_87",
-        cuda: Some("12.6"),
-        vmm_flag: Some("ON"),
-        applies: &["Q15-jetson", "Q2", "Q6-cuda"],
-        ..R
-    },
-    Row {
-        targets: "sm_89",
-        cuda: Some("12.8"),
-        os: Win,
-        vmm_flag: Some("OFF"),
-        applies: &["Q15-windows"],
-        ..R
-    },
-    Row {
-        targets: "sm_120",
-        cuda: Some("12.8"),
-        os: Os::Wsl,
-        vmm_flag: Some("OFF"),
-        applies: &["Q15-windows"],
-        absent: &["Q16"],
-        ..R
-    },
-    Row {
-        targets: "sm_86,sm_86",
-        machine: true,
-        cuda: Some("12.8"),
-        vmm_flag: Some("OFF"),
-        absent: &["Q17", "Q7"],
-        ..R
-    },
-    Row {
-        targets: "sm_90",
-        cuda: Some("13.0"),
-        build: 7000,
-        vmm_flag: Some("OFF"),
-        applies: &["Q19"],
-        absent: &["Q6-cuda"],
-        ..R
-    },
+    Row { targets: "sm_90", cuda: Some("13.0"), vmm_flag: Some("OFF"), absent: &["Q15", "Q6-cuda", "Q2"], ..R },
+    Row { targets: "sm_87", cuda: Some("12.6"), vmm_flag: Some("ON"), applies: &["Q15-jetson", "Q2", "Q6-cuda"], ..R },
+    Row { targets: "sm_89", cuda: Some("12.8"), os: Win, vmm_flag: Some("OFF"), applies: &["Q15-windows"], ..R },
+    Row { targets: "sm_120", cuda: Some("12.8"), os: Os::Wsl, vmm_flag: Some("OFF"), applies: &["Q15-windows"], absent: &["Q16"], ..R },
+    Row { targets: "sm_86,sm_86", machine: true, cuda: Some("12.8"), vmm_flag: Some("OFF"), absent: &["Q17", "Q7"], ..R },
+    Row { targets: "sm_90", cuda: Some("13.0"), build: 7000, vmm_flag: Some("OFF"), applies: &["Q19"], absent: &["Q6-cuda"], ..R },
     // Measured machines: smoke outcome, driver, environment and peer access.
-    Row {
-        targets: "sm_86",
-        cuda: Some("12.8"),
-        smoke: Some((SmokeOutcome::Fail, Some("reserve"))),
-        vmm_flag: Some("ON"),
-        applies: &["Q15", "Q2", "Q6-cuda"],
-        ..R
-    },
-    Row {
-        targets: "sm_120",
-        cuda: Some("13.2"),
-        smoke: Some((SmokeOutcome::Pass, None)),
-        driver: Some("595.84"),
-        vmm_flag: Some("OFF"),
-        applies: &["Q16"],
-        ..R
-    },
-    Row {
-        targets: "sm_120",
-        cuda: Some("13.0"),
-        smoke: Some((SmokeOutcome::Pass, None)),
-        driver: Some("580.159.04"),
-        vmm_flag: Some("OFF"),
-        absent: &["Q16"],
-        ..R
-    },
-    Row {
-        targets: "sm_89,sm_89",
-        cuda: Some("12.8"),
-        smoke: Some((SmokeOutcome::Pass, None)),
-        no_peer: true,
-        vmm_flag: Some("OFF"),
-        applies: &["Q17"],
-        ..R
-    },
-    Row {
-        targets: "gfx1201",
-        rocm: Some("7.2.1"),
-        smoke: Some((SmokeOutcome::Pass, None)),
-        vmm_flag: Some("ON"),
-        applies: &["Q4", "Q21"],
-        absent: &["Q5"],
-        ..R
-    },
-    Row {
-        targets: "gfx1100",
-        rocm: Some("7.14.0"),
-        smoke: Some((SmokeOutcome::Pass, None)),
-        env_set: &["HSA_OVERRIDE_GFX_VERSION"],
-        vmm_flag: Some("OFF"),
-        applies: &["Q9"],
-        ..R
-    },
-];
+    Row { targets: "sm_86", cuda: Some("12.8"), smoke: Some((SmokeOutcome::Fail, Some("reserve"))), vmm_flag: Some("ON"), applies: &["Q15", "Q2", "Q6-cuda"], ..R },
+    Row { targets: "sm_120", cuda: Some("13.2"), smoke: Some((SmokeOutcome::Pass, None)), driver: Some("595.84"), vmm_flag: Some("OFF"), applies: &["Q16"], ..R },
+    Row { targets: "sm_120", cuda: Some("13.0"), smoke: Some((SmokeOutcome::Pass, None)), driver: Some("580.159.04"), vmm_flag: Some("OFF"), absent: &["Q16"], ..R },
+    Row { targets: "sm_89,sm_89", cuda: Some("12.8"), smoke: Some((SmokeOutcome::Pass, None)), no_peer: true, vmm_flag: Some("OFF"), applies: &["Q17"], ..R },
+    Row { targets: "gfx1201", rocm: Some("7.2.1"), smoke: Some((SmokeOutcome::Pass, None)), vmm_flag: Some("ON"), applies: &["Q4", "Q21"], absent: &["Q5"], ..R },
+    Row { targets: "gfx1100", rocm: Some("7.14.0"), smoke: Some((SmokeOutcome::Pass, None)), env_set: &["HSA_OVERRIDE_GFX_VERSION"], vmm_flag: Some("OFF"), applies: &["Q9"], ..R }];
 
 #[test]
 fn decision_table_covers_every_record() {

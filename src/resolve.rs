@@ -160,8 +160,7 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
                 notes.push(note(
                     Severity::Medium,
                     format!(
-                        "{} needs {need}. The {toolkit_name} version is unknown, so this plan could not check it: give --{} VER",
-                        u.arch,
+                        "needs {need}. The {toolkit_name} version is unknown, so this plan could not check it: give --{} VER",
                         toolkit_name.to_lowercase()
                     ),
                     &[],

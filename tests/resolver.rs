@@ -1091,16 +1091,23 @@ fn blackwell_12x_is_spelled_for_the_build_era() {
 
 #[test]
 fn toolkit_minimums_are_stated_when_the_toolkit_is_unknown() {
-    let p = Case::new("sm_120,sm_86").plan();
-    let n: Vec<&str> = p.notes.iter().map(|n| n.message.as_str()).collect();
+    let p = Case::new("sm_120,sm_86,sm_121").plan();
+    let need = |arch: &str, text: &str| {
+        p.notes
+            .iter()
+            .any(|n| n.targets == [arch] && n.message.contains(text))
+    };
+    assert!(need("sm_120", "needs CUDA 12.8 or newer"), "{:?}", p.notes);
+    assert!(need("sm_86", "needs CUDA 11.1 or newer"));
+    assert!(need("sm_121", "needs CUDA 12.9 or newer"));
+    // Targets with the same requirement share one note.
+    let p = Case::new("gfx1100,gfx1101").plan();
     assert!(
-        n.iter()
-            .any(|m| m.contains("sm_120 needs CUDA 12.8 or newer")),
-        "{n:?}"
-    );
-    assert!(
-        n.iter()
-            .any(|m| m.contains("sm_86 needs CUDA 11.1 or newer"))
+        p.notes
+            .iter()
+            .any(|n| n.targets == ["gfx1100", "gfx1101"] && n.message.contains("ROCm 5.4")),
+        "{:?}",
+        p.notes
     );
     let p = Case::new("sm_120").cuda("12.8").plan();
     assert!(!p.notes.iter().any(|n| n.message.contains("needs CUDA")));

@@ -117,10 +117,7 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
         });
     }
 
-    let toolkit_name = match backend {
-        Backend::Hip => "ROCm",
-        Backend::Cuda => "CUDA",
-    };
+    let toolkit_name = kit_name(backend);
     let declared = match backend {
         Backend::Hip => req.rocm.clone(),
         Backend::Cuda => req.cuda.clone(),
@@ -609,7 +606,7 @@ fn decide_vmm(
     }
 
     // What the quirk records ask for.
-    let mut denied: Vec<&Quirk> = Vec::new();
+    let mut denied: Vec<(&Quirk, Tri)> = Vec::new();
     let mut raising: Vec<(&Quirk, Level, Tri)> = Vec::new();
     for q in k.quirks.iter().filter(|q| !q.contested) {
         let Some(effect) = q.effect.vmm else { continue };
@@ -626,7 +623,7 @@ fn decide_vmm(
             why.join("; ")
         ));
         match effect.lifted_by() {
-            None => denied.push(q),
+            None => denied.push((q, verdict)),
             Some(level) => raising.push((q, level, verdict)),
         }
     }
@@ -634,35 +631,36 @@ fn decide_vmm(
         // Every VMM record that could match is named; the denies decide.
         let ids: Vec<String> = denied
             .iter()
+            .map(|(q, _)| q)
             .chain(raising.iter().map(|(q, _, _)| q))
             .map(|q| q.id.clone())
             .collect();
         let reasons: Vec<String> = denied
             .iter()
-            .map(|q| {
+            .map(|(q, v)| {
                 let fix = match &q.fixed_in {
                     Some(f) => format!("fixed in {}", f.describe(q.when.vendor)),
                     None => "no fix known".to_string(),
                 };
-                format!("{} {}: {} ({fix})", q.id, certainty(ctx, q), q.title)
+                let certainty = match v {
+                    Tri::Yes => "matches",
+                    _ => "could match (some facts unknown)",
+                };
+                format!("{} {certainty}: {} ({fix})", q.id, q.title)
             })
             .collect();
-        let unknown_only =
-            runtime.is_none() && denied.iter().all(|q| q.evaluate(ctx).0 == Tri::Unknown);
-        let kit = match backend {
-            Backend::Hip => "ROCm",
-            Backend::Cuda => "CUDA",
-        };
+        let unknown_only = runtime.is_none() && denied.iter().all(|(_, v)| *v == Tri::Unknown);
+        let kit = kit_name(backend);
         let lift = if unknown_only {
             Some(format!(
                 "give the {kit} version the binaries will run with (--{} VER)",
                 kit.to_lowercase()
             ))
         } else {
-            denied.iter().all(|q| q.fixed_in.is_some()).then(|| {
+            denied.iter().all(|(q, _)| q.fixed_in.is_some()).then(|| {
                 let fixes: Vec<String> = denied
                     .iter()
-                    .filter_map(|q| q.fixed_in.as_ref().map(|f| f.describe(q.when.vendor)))
+                    .filter_map(|(q, _)| q.fixed_in.as_ref().map(|f| f.describe(q.when.vendor)))
                     .collect();
                 format!(
                     "run on {} or later, where a measured pass can decide",
@@ -712,10 +710,7 @@ fn decide_vmm(
     } else {
         needed.as_str().to_string()
     };
-    let kit = match backend {
-        Backend::Hip => "ROCm",
-        Backend::Cuda => "CUDA",
-    };
+    let kit = kit_name(backend);
     let series = runtime.and_then(|v| crate::evidence::series_of(&v.to_string()));
     let Some(series) = series else {
         return VmmDecision::legacy(
@@ -804,10 +799,11 @@ fn with_q1(backend: Backend, mut ids: Vec<String>) -> Vec<String> {
     ids
 }
 
-fn certainty(ctx: &Context<'_>, q: &Quirk) -> &'static str {
-    match q.evaluate(ctx).0 {
-        Tri::Yes => "matches",
-        _ => "could match (some facts unknown)",
+/// The toolkit (and runtime) a backend is built and run with.
+fn kit_name(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Hip => "ROCm",
+        Backend::Cuda => "CUDA",
     }
 }
 
@@ -1341,7 +1337,7 @@ fn tri_word(t: Tri) -> &'static str {
     }
 }
 
-fn dedup<T: PartialEq>(it: impl Iterator<Item = T>) -> Vec<T> {
+pub(crate) fn dedup<T: PartialEq>(it: impl Iterator<Item = T>) -> Vec<T> {
     let mut v = Vec::new();
     for x in it {
         if !v.contains(&x) {

@@ -149,8 +149,8 @@ fn fleet(k: &Knowledge, reports: &[&Report]) -> Result<(Vec<String>, Option<Os>,
         )
         .into());
     }
-    let oses: Vec<Os> = dedup_vec(reports.iter().map(|r| Os::from_host(&r.host.os)));
-    let series: Vec<Option<Version>> = dedup_vec(reports.iter().map(|r| {
+    let oses: Vec<Os> = crate::resolve::dedup(reports.iter().map(|r| Os::from_host(&r.host.os)));
+    let series: Vec<Option<Version>> = crate::resolve::dedup(reports.iter().map(|r| {
         r.backends
             .iter()
             .find(|b| b.backend == Backend::Hip)
@@ -165,16 +165,6 @@ fn fleet(k: &Knowledge, reports: &[&Report]) -> Result<(Vec<String>, Option<Os>,
             _ => None,
         },
     ))
-}
-
-fn dedup_vec<T: PartialEq>(it: impl Iterator<Item = T>) -> Vec<T> {
-    let mut v = Vec::new();
-    for x in it {
-        if !v.contains(&x) {
-            v.push(x);
-        }
-    }
-    v
 }
 
 /// The OS of the measured host, or of this one.

@@ -761,6 +761,24 @@ def default_segments(
     return segs
 
 
+def facts_the_source_keeps(
+    what: str,
+    known: list[tuple[int | None, int | None, str]],
+    scanned: list[tuple[int, str]],
+) -> list[tuple[int | None, int | None, str]]:
+    """Known (min, max, value) facts minus those a scanned build contradicts (with a warning):
+    the sources win."""
+    kept = []
+    for klo, khi, kv in known:
+        wrong = [(b, v) for b, v in scanned if in_range(b, klo, khi) and v != kv]
+        for b, v in wrong:
+            warn(f"{what}: build {b} shows {v!r}, known fact says {kv!r} for "
+                 f"{fmt_range(klo, khi)}; using the source")
+        if not wrong:
+            kept.append((klo, khi, kv))
+    return kept
+
+
 def build_table(tracked_doc: dict, scans: list[BuildScan]) -> str:
     builds = [s.build for s in scans]
     newest = max(builds)
@@ -877,14 +895,7 @@ def build_table(tracked_doc: dict, scans: list[BuildScan]) -> str:
             out.append(f"# known facts: {t['source']}")
         if not is_var:
             scanned_defaults = [(b, decl_of[b].default) for b in present]
-            for b, v in scanned_defaults:
-                for klo, khi, kv in known_defaults:
-                    if in_range(b, klo, khi) and kv != v:
-                        warn(f"{name}: build {b} defaults to {v!r}, known fact says {kv!r} "
-                             f"for {fmt_range(klo, khi)}; using the source")
-            # Facts the source contradicts are dropped where scans exist.
-            kd = [(klo, khi, kv) for klo, khi, kv in known_defaults
-                  if not any(in_range(b, klo, khi) and kv != v for b, v in scanned_defaults)]
+            kd = facts_the_source_keeps(f"{name} default", known_defaults, scanned_defaults)
             # Clip known ranges to the option's range.
             clipped = []
             for klo, khi, kv in kd:
@@ -906,13 +917,7 @@ def build_table(tracked_doc: dict, scans: list[BuildScan]) -> str:
             continue
         known = [(*parse_range(k["builds"]), str(k["value"])) for k in era.get("known", [])]
         scanned = [(sc.build, sc.eras[name]) for sc in scans]
-        for b, v in scanned:
-            for klo, khi, kv in known:
-                if in_range(b, klo, khi) and kv != v:
-                    warn(f"era {name}: build {b} shows {v!r}, known fact says {kv!r} for "
-                         f"{fmt_range(klo, khi)}; using the source")
-        kept = [(klo, khi, kv) for klo, khi, kv in known
-                if not any(in_range(b, klo, khi) and kv != v for b, v in scanned)]
+        kept = facts_the_source_keeps(f"era {name}", known, scanned)
         out.append("[[era]]")
         out.append(f"name = {toml_str(name)}")
         out.append(f"description = {toml_str(era.get('description', ''))}")

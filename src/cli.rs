@@ -87,6 +87,11 @@ pub struct DetectArgs {
     /// Exit 3 unless at least one GPU was reached through its runtime (driver or HIP probe).
     #[arg(long)]
     pub require_gpu: bool,
+    /// Also write every input read here (kernel files, toolkit versions, relevant environment,
+    /// the probe's raw output) with the report to FILE, redacted (user and host names, serial
+    /// numbers). `GPUPROBE_REPLAY=FILE gpuprobe detect` turns it back into the same report.
+    #[arg(long, value_name = "FILE")]
+    pub dump: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

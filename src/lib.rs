@@ -8,6 +8,7 @@ pub mod commands;
 pub mod emit;
 pub mod error;
 pub mod evidence;
+pub mod host;
 pub mod llama;
 pub mod plan;
 pub mod probe;

@@ -50,6 +50,16 @@ pub struct Report {
     /// Environment variables that change what the GPU runtime shows or does.
     #[serde(default)]
     pub environment: Vec<EnvNotice>,
+    /// GPUs present on the machine that a visible-devices variable hides from programs: listed,
+    /// never planned for.
+    #[serde(default)]
+    pub hidden_devices: Vec<HiddenDevice>,
+    /// How visible-device variables map the machine's GPUs to the indices programs see.
+    #[serde(default)]
+    pub visibility: Vec<Visibility>,
+    /// What stops (or would stop) a GPU from being usable on this host, each with its fix.
+    #[serde(default)]
+    pub host_checks: Vec<HostCheck>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -91,7 +101,8 @@ pub struct Device {
     pub granularity_recommended: Option<u64>,
     pub driver_version: Option<String>,
     pub runtime_version: Option<String>,
-    /// Where the facts came from: `driver`, `probe-program`, `sysfs`.
+    /// Where the facts came from: `driver`, `probe-program`, `sysfs` (KFD), `procfs`, and the
+    /// fallbacks `sysfs-ip-discovery` / `drm-ip-discovery` (architecture from DRM IP discovery).
     pub source: String,
     pub smoke: Smoke,
 }
@@ -258,6 +269,99 @@ pub struct EnvNotice {
     pub effect: String,
 }
 
+/// A GPU hidden from programs by a visible-devices variable. `device.index` is its position in
+/// the machine's own order (KFD nodes, PCI bus order).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HiddenDevice {
+    #[serde(flatten)]
+    pub device: Device,
+    /// `HIP_VISIBLE_DEVICES=1`.
+    pub hidden_by: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Visibility {
+    pub backend: Backend,
+    /// `NAME=value` of the variables that took effect, in the order they apply.
+    pub variables: Vec<String>,
+    /// One entry per GPU on the machine, in its own order.
+    pub devices: Vec<VisibleDevice>,
+    /// `measured` (the runtime's device list, matched by PCI bus id) or `predicted` (from the
+    /// variables alone).
+    pub basis: String,
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct VisibleDevice {
+    /// Position in the machine's own order.
+    pub physical: u32,
+    /// The index programs (llama.cpp's `ROCm0`, `CUDA1`) use; None when hidden.
+    pub visible: Option<u32>,
+    pub name: String,
+    pub arch: String,
+    pub pci_bus_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckLevel {
+    Info,
+    Warning,
+    Error,
+}
+
+impl CheckLevel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckLevel::Info => "info",
+            CheckLevel::Warning => "warning",
+            CheckLevel::Error => "error",
+        }
+    }
+}
+
+/// One host finding: a fact about the machine that decides whether its GPUs can be used.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HostCheck {
+    /// Stable identifier (`kfd-no-access`, `visible-devices-hide-all`, `hip-target-unbuildable`).
+    pub id: String,
+    pub level: CheckLevel,
+    pub title: String,
+    pub detail: String,
+    pub fix: Option<String>,
+    /// Supporting lines (a compiler's error, the command run, the files read).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<String>,
+}
+
+impl HostCheck {
+    pub fn new(
+        id: &str,
+        level: CheckLevel,
+        title: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Self {
+        HostCheck {
+            id: id.into(),
+            level,
+            title: title.into(),
+            detail: detail.into(),
+            fix: None,
+            evidence: Vec::new(),
+        }
+    }
+    pub fn fix(mut self, fix: impl Into<String>) -> Self {
+        self.fix = Some(fix.into());
+        self
+    }
+    pub fn evidence(mut self, lines: impl IntoIterator<Item = String>) -> Self {
+        self.evidence.extend(lines);
+        self
+    }
+}
+
 impl Report {
     pub fn new(host: Host) -> Self {
         Report {
@@ -268,6 +372,9 @@ impl Report {
             devices: Vec::new(),
             peers: Vec::new(),
             environment: Vec::new(),
+            hidden_devices: Vec::new(),
+            visibility: Vec::new(),
+            host_checks: Vec::new(),
         }
     }
 

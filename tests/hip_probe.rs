@@ -1341,10 +1341,11 @@ fn discrete_gpus_get_no_unified_memory_advice() {
 // ------------------------------------------------------------------------------------------
 // Environment hygiene
 
+// Values that keep the machine's one GPU visible: hiding it is its own test (visible devices).
 const DIRTY_ENV: [(&str, &str); 3] = [
     ("HSA_OVERRIDE_GFX_VERSION", "11.0.0"),
     ("HIP_VISIBLE_DEVICES", "0"),
-    ("ROCR_VISIBLE_DEVICES", "1"),
+    ("ROCR_VISIBLE_DEVICES", "0"),
 ];
 
 fn dirty(mut c: Command) -> Command {
@@ -1393,7 +1394,7 @@ fn environment_variables_that_change_the_gpus_are_reported_with_their_effect() {
     );
     assert!(
         table.contains(
-            "warning: ROCR_VISIBLE_DEVICES=1 is set: hides AMD GPUs from the ROCm runtime"
+            "warning: ROCR_VISIBLE_DEVICES=0 is set: hides AMD GPUs from the ROCm runtime"
         ),
         "{table}"
     );

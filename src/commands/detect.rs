@@ -1,14 +1,24 @@
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
 
 use super::print;
-use crate::cli::{DetectArgs, ProbeArgs};
+use crate::cli::{BackendChoice, DetectArgs, ProbeArgs};
+use crate::host::{HostView, dump, printable};
 use crate::probe::interpret::human_bytes;
 use crate::probe::{ProbeOptions, detect};
 use crate::report::{Report, SmokeOutcome};
 
 pub fn probe_options(p: &ProbeArgs) -> Result<ProbeOptions> {
+    probe_options_with(p, false)
+}
+
+/// The probe options, and where facts come from: this machine, or the dump in
+/// `GPUPROBE_REPLAY` (whose own options then apply, since its children ran with them).
+/// `record` keeps every input for `--dump`.
+fn probe_options_with(p: &ProbeArgs, record: bool) -> Result<ProbeOptions> {
     if !(p.timeout.is_finite() && p.timeout > 0.0 && p.timeout <= 86_400.0) {
         return Err(crate::Error::input(
             "--timeout",
@@ -17,16 +27,83 @@ pub fn probe_options(p: &ProbeArgs) -> Result<ProbeOptions> {
         )
         .into());
     }
-    Ok(ProbeOptions {
+    let mut opts = ProbeOptions {
         backend: p.backend,
         smoke: !p.no_smoke,
         timeout: Duration::from_secs_f64(p.timeout),
         cycles: p.cycles,
-    })
+        host: Arc::new(HostView::live()),
+    };
+    let replay = std::env::var_os(crate::host::REPLAY_ENV).filter(|v| !v.is_empty());
+    let view = match replay {
+        Some(path) => {
+            let path = Path::new(&path);
+            let d = dump::load(path)?;
+            opts.backend = match d.options.backend.as_str() {
+                "cuda" => BackendChoice::Cuda,
+                "hip" => BackendChoice::Hip,
+                _ => BackendChoice::Auto,
+            };
+            opts.smoke = d.options.smoke;
+            opts.cycles = d.options.cycles;
+            if d.options.timeout_s.is_finite() && d.options.timeout_s > 0.0 {
+                opts.timeout = Duration::from_secs_f64(d.options.timeout_s);
+            }
+            eprintln!(
+                "gpuprobe: replaying {} (taken by gpuprobe {}, --backend {}{}); nothing on this machine is probed",
+                printable(&path.display().to_string()),
+                printable(&d.gpuprobe_version),
+                printable(&d.options.backend),
+                if d.options.smoke { "" } else { " --no-smoke" }
+            );
+            dump::view(&d, &path.display().to_string())
+        }
+        None => HostView::live(),
+    };
+    opts.host = Arc::new(if record { view.recording() } else { view });
+    Ok(opts)
+}
+
+fn backend_word(b: BackendChoice) -> &'static str {
+    match b {
+        BackendChoice::Auto => "auto",
+        BackendChoice::Cuda => "cuda",
+        BackendChoice::Hip => "hip",
+    }
 }
 
 pub fn run(a: &DetectArgs) -> Result<i32> {
-    let report = detect(&probe_options(&a.probe)?);
+    let opts = probe_options_with(&a.probe, a.dump.is_some())?;
+    let report = detect(&opts);
+    if let Some(path) = &a.dump {
+        let written = dump::write(
+            path,
+            dump::Dump {
+                schema: dump::SCHEMA.into(),
+                gpuprobe_version: env!("CARGO_PKG_VERSION").into(),
+                options: dump::Options {
+                    backend: backend_word(opts.backend).into(),
+                    smoke: opts.smoke,
+                    timeout_s: opts.timeout.as_secs_f64(),
+                    cycles: opts.cycles,
+                },
+                redacted: Vec::new(),
+                inputs: opts.host.take_inputs(),
+                report: report.clone(),
+            },
+        )?;
+        eprintln!(
+            "gpuprobe: wrote {} ({}; redacted: {}). Replay it with: GPUPROBE_REPLAY={} gpuprobe detect",
+            printable(&path.display().to_string()),
+            dump::summary(&written),
+            if written.redacted.is_empty() {
+                "nothing identifying found".to_string()
+            } else {
+                written.redacted.join(", ")
+            },
+            crate::emit::sh_quote(&printable(&path.display().to_string()))
+        );
+    }
     if a.json {
         print(&(serde_json::to_string_pretty(&report)? + "\n"))?;
     } else {
@@ -127,6 +204,20 @@ pub fn table(r: &Report) -> String {
             }
         }
     }
+    for hd in &r.hidden_devices {
+        let d = &hd.device;
+        o.push_str(&format!(
+            "hidden: GPU {} {} {}{} ({})\n",
+            d.index,
+            printable(&d.name),
+            printable(&d.arch),
+            d.pci_bus_id
+                .as_deref()
+                .map(|p| format!(" at {}", printable(p)))
+                .unwrap_or_default(),
+            printable(&hd.hidden_by)
+        ));
+    }
     for p in &r.peers {
         o.push_str(&format!(
             "peer {} -> {}: access {}, copy {}{}\n",
@@ -154,8 +245,27 @@ pub fn table(r: &Report) -> String {
     for e in &r.environment {
         o.push_str(&format!(
             "warning: {}={} is set: {}\n",
-            e.name, e.value, e.effect
+            e.name,
+            printable(&e.value),
+            e.effect
         ));
+    }
+    if !r.host_checks.is_empty() {
+        o.push_str("host checks:\n");
+        for c in &r.host_checks {
+            o.push_str(&format!(
+                "  {:<7} {}: {}\n",
+                c.level.as_str(),
+                printable(&c.title),
+                printable(&c.detail)
+            ));
+            if let Some(f) = &c.fix {
+                o.push_str(&format!("          fix: {}\n", printable(f)));
+            }
+            for l in c.evidence.iter().take(12) {
+                o.push_str(&format!("          | {}\n", printable(l)));
+            }
+        }
     }
     if r.devices.is_empty() {
         o.push_str(

@@ -1,5 +1,6 @@
 //! Environment hygiene: variables that change which GPUs a runtime shows, or what it does.
 
+use crate::host::HostView;
 use crate::report::EnvNotice;
 
 /// (name, what it changes). `GGML_CUDA_P2P` is checked for presence: `=0` enables P2P too.
@@ -26,7 +27,7 @@ pub const WATCHED: &[(&str, &str)] = &[
     ),
     (
         "GPU_DEVICE_ORDINAL",
-        "hides GPUs from OpenCL/HIP programs and renumbers the rest",
+        "hides AMD GPUs from OpenCL programs and renumbers the rest (HIP programs, llama.cpp's among them, ignore it)",
     ),
     (
         "GGML_CUDA_ENABLE_UNIFIED_MEMORY",
@@ -34,11 +35,17 @@ pub const WATCHED: &[(&str, &str)] = &[
     ),
 ];
 
+/// The watched variables set in this process's environment.
 pub fn notices() -> Vec<EnvNotice> {
+    notices_of(&HostView::live())
+}
+
+/// The watched variables set where `h` looks (this process, or a replayed dump).
+pub fn notices_of(h: &HostView) -> Vec<EnvNotice> {
     WATCHED
         .iter()
         .filter_map(|(name, effect)| {
-            let value = std::env::var(name).ok()?;
+            let value = h.env(name)?;
             Some(EnvNotice {
                 name: name.to_string(),
                 value,

@@ -8,21 +8,24 @@ pub mod events;
 pub mod hip;
 pub mod interpret;
 pub mod orchestrator;
+pub mod recorded;
 pub mod smoke_pattern;
 pub mod sysfs;
 pub mod toolchain;
 
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::cli::BackendChoice;
+use crate::host::{HostView, checks, visible};
 use crate::report::{
-    Backend, BackendStatus, Device, Host, PeerResult, Report, Smoke, SmokeOutcome, Vendor,
+    Backend, BackendStatus, Device, HiddenDevice, Host, PeerResult, Report, Smoke, SmokeOutcome,
 };
 use interpret::{device_from_event, smoke_from};
-use orchestrator::{Outcome, Running};
+use orchestrator::Outcome;
 
 #[derive(Debug, Clone)]
 pub struct ProbeOptions {
@@ -30,11 +33,19 @@ pub struct ProbeOptions {
     pub smoke: bool,
     pub timeout: Duration,
     pub cycles: u32,
+    /// Where facts come from: this machine (under `GPUPROBE_SYSFS_ROOT`), or a replayed dump.
+    pub host: Arc<HostView>,
 }
 
+/// This machine's OS and kernel.
 pub fn host() -> Host {
-    let os = if std::env::var_os("WSL_DISTRO_NAME").is_some()
-        || std::fs::read_to_string("/proc/version").is_ok_and(|v| v.contains("microsoft"))
+    host_of(&HostView::live())
+}
+
+pub fn host_of(h: &HostView) -> Host {
+    let os = if h.env("WSL_DISTRO_NAME").is_some()
+        || h.read("/proc/version")
+            .is_some_and(|v| v.to_ascii_lowercase().contains("microsoft"))
     {
         "wsl"
     } else {
@@ -42,8 +53,8 @@ pub fn host() -> Host {
     };
     Host {
         os: os.to_string(),
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .ok()
+        kernel: h
+            .read("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string()),
     }
 }
@@ -51,14 +62,21 @@ pub fn host() -> Host {
 /// Probes every backend asked for and returns the report. Never fails: what could not be
 /// measured is recorded as such.
 pub fn detect(opts: &ProbeOptions) -> Report {
-    let mut report = Report::new(host());
-    report.environment = env::notices();
-    if matches!(opts.backend, BackendChoice::Auto | BackendChoice::Cuda) {
+    let h = &*opts.host;
+    let mut report = Report::new(host_of(h));
+    report.environment = env::notices_of(h);
+    let cuda = matches!(opts.backend, BackendChoice::Auto | BackendChoice::Cuda);
+    let amd = matches!(opts.backend, BackendChoice::Auto | BackendChoice::Hip);
+    if cuda {
         probe_cuda(opts, &mut report);
     }
-    if matches!(opts.backend, BackendChoice::Auto | BackendChoice::Hip) {
-        probe_hip(opts, &mut report);
+    if amd {
+        hip::probe(opts, &mut report);
     }
+    let mut found = checks::run(h, &report, amd, cuda);
+    found.append(&mut report.host_checks);
+    checks::sort(&mut found);
+    report.host_checks = found;
     report
 }
 
@@ -83,43 +101,63 @@ fn device_args(cmd: &mut Command, index: u32, opts: &ProbeOptions) {
 }
 
 /// Result of running one backend's children.
-struct BackendRun {
-    hello: Option<Value>,
-    devices: Vec<(u32, Outcome)>,
+pub(crate) struct BackendRun {
+    pub(crate) hello: Option<Value>,
+    pub(crate) devices: Vec<(u32, Outcome)>,
 }
 
-/// Starts device 0's child; its `hello` tells how many devices there are, and the other
-/// children start at once, so enumeration costs no extra driver initialisation.
-fn run_devices(make: ChildCommand<'_>, opts: &ProbeOptions) -> BackendRun {
-    let spawn = |i: u32| -> Result<Running, String> {
-        let mut c = make();
-        device_args(&mut c, i, opts);
-        orchestrator::spawn(c, opts.timeout)
+/// Starts the first wanted device's child; its `hello` tells how many devices there are, and the
+/// other children start at once, so enumeration costs no extra driver initialisation. `only`
+/// limits the run to some device indices (targets the probe program was built for). Children
+/// are named `<key> device N` for recording and replay.
+pub(crate) fn run_devices(
+    make: ChildCommand<'_>,
+    opts: &ProbeOptions,
+    key: &str,
+    only: Option<&[u32]>,
+) -> BackendRun {
+    let h = &*opts.host;
+    let start = |i: u32| {
+        recorded::start(
+            h,
+            &format!("{key} device {i}"),
+            || {
+                let mut c = make();
+                device_args(&mut c, i, opts);
+                c
+            },
+            opts.timeout,
+        )
     };
-    let mut first = match spawn(0) {
-        Ok(r) => r,
-        Err(e) => {
-            return BackendRun {
-                hello: None,
-                devices: vec![(0, Outcome::spawn_failed(e))],
-            };
-        }
+    let first_index = match only {
+        Some(o) => match o.first() {
+            Some(i) => *i,
+            None => {
+                return BackendRun {
+                    hello: None,
+                    devices: Vec::new(),
+                };
+            }
+        },
+        None => 0,
     };
+    let mut first = start(first_index);
     let hello = first.wait_for("hello");
     let count = hello
         .as_ref()
         .and_then(|h| h["device_count"].as_u64())
         .unwrap_or(0) as u32;
+    let wanted = |i: u32| i != first_index && only.is_none_or(|o| o.contains(&i));
     // Spawned from this thread, which outlives them: the parent-death signal follows the thread.
-    let others: Vec<(u32, Result<Running, String>)> = (1..count).map(|i| (i, spawn(i))).collect();
-    let mut devices = vec![(0, first.finish())];
+    let others: Vec<(u32, recorded::Started)> = (0..count)
+        .filter(|i| wanted(*i))
+        .map(|i| (i, start(i)))
+        .collect();
+    let mut devices = vec![(first_index, first.finish(h))];
     for (i, r) in others {
-        let out = match r {
-            Ok(r) => r.finish(),
-            Err(e) => Outcome::spawn_failed(e),
-        };
-        devices.push((i, out));
+        devices.push((i, r.finish(h)));
     }
+    devices.sort_by_key(|(i, _)| *i);
     BackendRun { hello, devices }
 }
 
@@ -128,8 +166,15 @@ fn hello_error(hello: &Value) -> Option<crate::report::ApiError> {
 }
 
 fn probe_cuda(opts: &ProbeOptions, report: &mut Report) {
-    let proc_gpus = sysfs::nvidia_proc_gpus(&sysfs::root());
-    let run = run_devices(&cuda_command, opts);
+    let h = &*opts.host;
+    let proc_gpus = sysfs::nvidia_proc_gpus(h);
+    let uuids: Vec<Option<String>> = proc_gpus.iter().map(|g| g.uuid.clone()).collect();
+    let models: Vec<String> = proc_gpus.iter().map(|g| g.model.clone()).collect();
+    let sel = visible::cuda(h, &uuids, &models);
+    // What /proc knows, restricted to what CUDA programs would see, in their numbering.
+    let proc_visible: Vec<&sysfs::NvidiaProcGpu> =
+        sel.order.iter().map(|i| &proc_gpus[*i]).collect();
+    let run = run_devices(&cuda_command, opts, "cuda", None);
     let mut status = BackendStatus {
         backend: Backend::Cuda,
         status: "ok".into(),
@@ -138,10 +183,76 @@ fn probe_cuda(opts: &ProbeOptions, report: &mut Report) {
         runtime_version: None,
         hint: None,
     };
-    let Some(hello) = run.hello.clone() else {
+    let mut measured = false;
+    if let Some(hello) = run.hello.clone() {
+        status.driver_version = hello["driver_version"].as_str().map(str::to_string);
+        status.runtime_version = hello["runtime_version"].as_str().map(str::to_string);
+        if let Some(err) = hello_error(&hello) {
+            let (st, hint) = match (err.name.as_deref(), err.code) {
+                (Some("LIBRARY_NOT_FOUND"), _) => (
+                    "no-driver",
+                    "install the NVIDIA driver (it provides libcuda.so.1); no CUDA toolkit is needed to probe",
+                ),
+                (_, 100) => (
+                    "no-device",
+                    "no NVIDIA GPU is visible (check CUDA_VISIBLE_DEVICES and `nvidia-smi`)",
+                ),
+                (_, 34) => (
+                    "no-driver",
+                    "only a stub libcuda.so.1 was found (a toolkit stub, not the driver): install the NVIDIA driver",
+                ),
+                (_, 35) => (
+                    "error",
+                    "the NVIDIA driver is older than it needs to be: update it",
+                ),
+                _ => ("error", "check `nvidia-smi` and the kernel log (dmesg)"),
+            };
+            status.status = st.into();
+            status.detail = Some(err.to_string());
+            status.hint = Some(hint.into());
+            for (i, g) in proc_visible.iter().enumerate() {
+                report.devices.push(proc_device(
+                    i as u32,
+                    g,
+                    Smoke::not_run(format!("the driver could not be used: {err}")),
+                ));
+            }
+        } else {
+            let count = hello["device_count"].as_u64().unwrap_or(0);
+            if count == 0 {
+                status.status = "no-device".into();
+                status.hint = Some(
+                    "no NVIDIA GPU is visible (check CUDA_VISIBLE_DEVICES and `nvidia-smi`)".into(),
+                );
+            }
+            for (i, out) in &run.devices {
+                let smoke = smoke_from(out, opts.timeout, opts.smoke);
+                let mut d = out
+                    .events_of("device")
+                    .find_map(|e| device_from_event(e, Backend::Cuda, "driver"))
+                    .unwrap_or_else(|| match proc_visible.get(*i as usize) {
+                        Some(g) => proc_device(*i, g, Smoke::not_run("")),
+                        None => unknown_device(*i, Backend::Cuda),
+                    });
+                d.smoke = smoke;
+                d.driver_version = status.driver_version.clone();
+                d.runtime_version = status.runtime_version.clone();
+                report.devices.push(d);
+            }
+            measured = true;
+            if count >= 2 && opts.smoke {
+                let all: Vec<u32> = (0..count as u32).collect();
+                report
+                    .peers
+                    .extend(run_peers(&cuda_command, &all, opts, "cuda"));
+            }
+        }
+    } else {
         // Died or hung before it could even say hello: record what /proc knows, with the verdict.
-        let (_, out) = &run.devices[0];
-        let smoke = smoke_from(out, opts.timeout, opts.smoke);
+        let smoke = match run.devices.first() {
+            Some((_, out)) => smoke_from(out, opts.timeout, opts.smoke),
+            None => Smoke::not_run("the CUDA probe did not run"),
+        };
         status.status = "error".into();
         status.detail = Some(format!(
             "the CUDA probe did not start properly: {}",
@@ -149,91 +260,90 @@ fn probe_cuda(opts: &ProbeOptions, report: &mut Report) {
         ));
         status.hint =
             Some("check `nvidia-smi` and the kernel log (dmesg) for driver errors".into());
-        for (i, g) in proc_gpus.iter().enumerate() {
+        for (i, g) in proc_visible.iter().enumerate() {
             report.devices.push(proc_device(i as u32, g, smoke.clone()));
         }
-        report.backends.push(status);
-        return;
-    };
-    status.driver_version = hello["driver_version"].as_str().map(str::to_string);
-    status.runtime_version = hello["runtime_version"].as_str().map(str::to_string);
-    if let Some(err) = hello_error(&hello) {
-        let (st, hint) = match (err.name.as_deref(), err.code) {
-            (Some("LIBRARY_NOT_FOUND"), _) => (
-                "no-driver",
-                "install the NVIDIA driver (it provides libcuda.so.1); no CUDA toolkit is needed to probe",
-            ),
-            (_, 100) => (
-                "no-device",
-                "no NVIDIA GPU is visible (check CUDA_VISIBLE_DEVICES and `nvidia-smi`)",
-            ),
-            (_, 34) => (
-                "no-driver",
-                "only a stub libcuda.so.1 was found (a toolkit stub, not the driver): install the NVIDIA driver",
-            ),
-            (_, 35) => (
-                "error",
-                "the NVIDIA driver is older than it needs to be: update it",
-            ),
-            _ => ("error", "check `nvidia-smi` and the kernel log (dmesg)"),
-        };
-        status.status = st.into();
-        status.detail = Some(err.to_string());
-        status.hint = Some(hint.into());
+    }
+    if !sel.applied.is_empty() || !sel.notes.is_empty() {
+        let hidden_by = sel
+            .applied
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let physical_pci: Vec<Option<String>> = proc_gpus
+            .iter()
+            .map(|g| Some(g.pci_bus_id.clone()))
+            .collect();
+        let measured_pci: Option<Vec<Option<String>>> = measured.then(|| {
+            report
+                .devices
+                .iter()
+                .filter(|d| d.backend == Backend::Cuda)
+                .map(|d| d.pci_bus_id.clone())
+                .collect()
+        });
+        let (map, basis) = visible::mapping(&sel, &physical_pci, measured_pci.as_deref());
         for (i, g) in proc_gpus.iter().enumerate() {
-            report.devices.push(proc_device(
-                i as u32,
-                g,
-                Smoke::not_run(format!("the driver could not be used: {err}")),
-            ));
+            if map[i].is_none() {
+                report.hidden_devices.push(HiddenDevice {
+                    device: proc_device(
+                        i as u32,
+                        g,
+                        Smoke::not_run(format!("not probed: hidden by {hidden_by}")),
+                    ),
+                    hidden_by: hidden_by.clone(),
+                });
+            }
         }
-        report.backends.push(status);
-        return;
-    }
-    let count = hello["device_count"].as_u64().unwrap_or(0);
-    if count == 0 {
-        status.status = "no-device".into();
-        status.hint =
-            Some("no NVIDIA GPU is visible (check CUDA_VISIBLE_DEVICES and `nvidia-smi`)".into());
-    }
-    for (i, out) in &run.devices {
-        let smoke = smoke_from(out, opts.timeout, opts.smoke);
-        let mut d = out
-            .events_of("device")
-            .find_map(|e| device_from_event(e, Backend::Cuda, "driver"))
-            .unwrap_or_else(|| match proc_gpus.get(*i as usize) {
-                Some(g) => proc_device(*i, g, Smoke::not_run("")),
-                None => unknown_device(*i, Backend::Cuda),
-            });
-        d.smoke = smoke;
-        d.driver_version = status.driver_version.clone();
-        d.runtime_version = status.runtime_version.clone();
-        report.devices.push(d);
+        report.visibility.push(checks::visibility(
+            Backend::Cuda,
+            &sel,
+            proc_gpus
+                .iter()
+                .map(|g| {
+                    (
+                        g.model.clone(),
+                        "unknown".to_string(),
+                        Some(g.pci_bus_id.clone()),
+                    )
+                })
+                .collect(),
+            &map,
+            basis,
+        ));
     }
     report.backends.push(status);
-    if count >= 2 && opts.smoke {
-        report
-            .peers
-            .extend(run_peers(&cuda_command, count as u32, opts));
-    }
 }
 
-fn run_peers(make: ChildCommand<'_>, count: u32, opts: &ProbeOptions) -> Vec<PeerResult> {
+/// Peer access and a verified copy for each pair of `indices`; children `<key> peer A B`.
+pub(crate) fn run_peers(
+    make: ChildCommand<'_>,
+    indices: &[u32],
+    opts: &ProbeOptions,
+    key: &str,
+) -> Vec<PeerResult> {
+    let h = &*opts.host;
     let mut running = Vec::new();
-    for a in 0..count {
-        for b in (a + 1)..count {
-            let mut c = make();
-            c.arg("--peer").arg(a.to_string()).arg(b.to_string());
-            running.push((a, b, orchestrator::spawn(c, opts.timeout)));
+    for (n, &a) in indices.iter().enumerate() {
+        for &b in &indices[n + 1..] {
+            let started = recorded::start(
+                h,
+                &format!("{key} peer {a} {b}"),
+                || {
+                    let mut c = make();
+                    c.arg("--peer").arg(a.to_string()).arg(b.to_string());
+                    c
+                },
+                opts.timeout,
+            );
+            running.push((a, b, started));
         }
     }
     running
         .into_iter()
         .map(|(a, b, r)| {
-            let out = match r {
-                Ok(r) => r.finish(),
-                Err(e) => Outcome::spawn_failed(e),
-            };
+            let out = r.finish(h);
             let smoke = smoke_from(&out, opts.timeout, true);
             match out.event("peer") {
                 Some(p) if out.complete() => {
@@ -282,124 +392,6 @@ fn proc_device(index: u32, g: &sysfs::NvidiaProcGpu, smoke: Smoke) -> Device {
     d
 }
 
-fn unknown_device(index: u32, backend: Backend) -> Device {
+pub(crate) fn unknown_device(index: u32, backend: Backend) -> Device {
     Device::new(index, backend, "unknown", "unknown", "none")
-}
-
-fn kfd_device(index: u32, g: &sysfs::KfdGpu, targets_apu: Option<bool>, smoke: Smoke) -> Device {
-    let mut d = unknown_device(index, Backend::Hip);
-    d.vendor = Vendor::Amd;
-    d.name = g
-        .product_name
-        .clone()
-        .unwrap_or_else(|| format!("AMD {}", g.arch));
-    d.arch = g.arch.clone();
-    d.vram_total_bytes = g.vram_total_bytes;
-    d.vram_free_bytes = match (g.vram_total_bytes, g.vram_used_bytes) {
-        (Some(t), Some(u)) => Some(t.saturating_sub(u)),
-        _ => None,
-    };
-    d.pci_bus_id = g.pci_bus_id.clone();
-    d.wave_size = g.wave_size;
-    d.integrated = Some(g.cpu_cores > 0 || targets_apu == Some(true));
-    d.source = "sysfs".into();
-    d.smoke = smoke;
-    d
-}
-
-fn probe_hip(opts: &ProbeOptions, report: &mut Report) {
-    let gpus = sysfs::kfd_gpus(&sysfs::root());
-    let targets = crate::profiles::bundled_targets().ok();
-    let apu_of = |arch: &str| targets.as_ref().and_then(|t| t.get(arch)).map(|t| t.apu);
-    let mut status = BackendStatus {
-        backend: Backend::Hip,
-        status: "ok".into(),
-        detail: None,
-        driver_version: None,
-        runtime_version: None,
-        hint: None,
-    };
-    let forced = std::env::var_os(hip::PROBE_ENV).is_some();
-    if gpus.is_empty() && !forced {
-        status.status = "no-device".into();
-        status.detail = Some(format!(
-            "no AMD GPU in the KFD topology ({}sys/class/kfd)",
-            sysfs::root().display()
-        ));
-        if opts.backend == BackendChoice::Hip {
-            status.hint = Some("load the amdgpu kernel driver (the ROCm kernel module) and check /dev/kfd permissions (render/video groups)".into());
-        }
-        report.backends.push(status);
-        return;
-    }
-    let mut archs: Vec<String> = gpus.iter().map(|g| g.arch.clone()).collect();
-    archs.sort();
-    archs.dedup();
-    let program = match hip::probe_program(&archs) {
-        hip::ProbeProgram::Ready(p) => p,
-        hip::ProbeProgram::NoToolchain(why) | hip::ProbeProgram::BuildFailed(why) => {
-            status.status = "no-toolchain".into();
-            status.detail = Some(why.clone());
-            status.hint = Some("the devices listed come from sysfs; install the HIP SDK to measure VMM and run the smoke test".into());
-            for (i, g) in gpus.iter().enumerate() {
-                report.devices.push(kfd_device(
-                    i as u32,
-                    g,
-                    apu_of(&g.arch),
-                    Smoke::not_run(format!("smoke test not run: {why}")),
-                ));
-            }
-            report.backends.push(status);
-            return;
-        }
-    };
-    let make = || Command::new(&program);
-    let run = run_devices(&make, opts);
-    let hello = run.hello.clone().unwrap_or(Value::Null);
-    status.runtime_version = hello["runtime_version"].as_str().map(str::to_string);
-    status.driver_version = hello["driver_version"].as_str().map(str::to_string);
-    if run.hello.is_none() || hello_error(&hello).is_some() {
-        let (_, out) = &run.devices[0];
-        let smoke = match hello_error(&hello) {
-            Some(e) => Smoke::not_run(format!("the HIP runtime sees no usable device: {e}")),
-            None => smoke_from(out, opts.timeout, opts.smoke),
-        };
-        status.status = "error".into();
-        status.detail = smoke.reason.clone();
-        status.hint =
-            Some("check /dev/kfd access (render and video groups), `rocminfo`, and dmesg".into());
-        for (i, g) in gpus.iter().enumerate() {
-            report
-                .devices
-                .push(kfd_device(i as u32, g, apu_of(&g.arch), smoke.clone()));
-        }
-        report.backends.push(status);
-        return;
-    }
-    for (i, out) in &run.devices {
-        let smoke = smoke_from(out, opts.timeout, opts.smoke);
-        let from_probe = out
-            .events_of("device")
-            .find_map(|e| device_from_event(e, Backend::Hip, "probe-program"));
-        let mut d = match (from_probe, gpus.get(*i as usize)) {
-            (Some(mut d), Some(g)) => {
-                d.integrated = d
-                    .integrated
-                    .or(Some(g.cpu_cores > 0 || apu_of(&g.arch) == Some(true)));
-                d
-            }
-            (Some(d), None) => d,
-            (None, Some(g)) => kfd_device(*i, g, apu_of(&g.arch), Smoke::not_run("")),
-            (None, None) => unknown_device(*i, Backend::Hip),
-        };
-        d.smoke = smoke;
-        d.driver_version = status.driver_version.clone();
-        d.runtime_version = status.runtime_version.clone();
-        report.devices.push(d);
-    }
-    let count = hello["device_count"].as_u64().unwrap_or(0) as u32;
-    report.backends.push(status);
-    if count >= 2 && opts.smoke {
-        report.peers.extend(run_peers(&make, count, opts));
-    }
 }

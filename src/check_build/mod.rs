@@ -5,6 +5,7 @@
 //! here; [`judge`] compares the two and turns every difference, and every quirk that applies at
 //! run time, into a finding with a level, a reason and a fix. [`runner`] runs a binary safely.
 
+pub mod elf;
 pub mod judge;
 pub mod parse;
 pub mod runner;

@@ -92,18 +92,45 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
         None => None,
     };
 
-    let (text, input, extra) = match (&a.binary, &a.log) {
+    let mut needed = std::collections::BTreeSet::new();
+    let (text, input, mut extra) = match (&a.binary, &a.log) {
         (Some(bin), _) => {
-            let out = runner::examine(bin, opts.timeout)?;
-            (
-                out.text,
-                InputInfo {
-                    kind: "binary".into(),
-                    path: bin.display().to_string(),
-                    runs: out.runs,
-                },
-                out.findings,
-            )
+            // Will it load here? Read before running it: a missing library or symbol version is
+            // named, not left to the loader's one-line error.
+            let located = runner::locate(bin)?;
+            let load = check_build::elf::check(&located);
+            needed.extend(load.program.needed.iter().cloned());
+            for (_, l) in &load.backends {
+                needed.extend(l.needed.iter().cloned());
+            }
+            let load_findings = check_build::elf::findings(&load);
+            if load.cannot_start() {
+                eprintln!(
+                    "gpuprobe: {} cannot start on this machine (see the findings); it was not run",
+                    crate::host::printable(&bin.display().to_string())
+                );
+                (
+                    String::new(),
+                    InputInfo {
+                        kind: "binary".into(),
+                        path: bin.display().to_string(),
+                        runs: Vec::new(),
+                    },
+                    load_findings,
+                )
+            } else {
+                let mut out = runner::examine(bin, opts.timeout)?;
+                out.findings.extend(load_findings);
+                (
+                    out.text,
+                    InputInfo {
+                        kind: "binary".into(),
+                        path: bin.display().to_string(),
+                        runs: out.runs,
+                    },
+                    out.findings,
+                )
+            }
         }
         (None, Some(log)) => {
             let text = read_log(log)?;
@@ -156,6 +183,36 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
         ),
         _ => (None, None),
     };
+    // The toolkit the build's libraries reveal, against the driver measured here.
+    if let Some(m) = machine.as_ref()
+        && let Some(driver) = crate::host::toolkit::driver_cuda(m.report)
+    {
+        let module = crate::host::toolkit::driver_module(m.report);
+        for (backend, major, lib) in check_build::elf::toolkits(&needed) {
+            if backend != crate::report::Backend::Cuda {
+                continue;
+            }
+            if let Some(mm) = crate::host::toolkit::cuda_vs_driver(
+                &format!("the build needs {lib}, so it was built with"),
+                &crate::version::Version::from_number(major),
+                &driver,
+                module.as_deref(),
+            ) {
+                extra.push(
+                    check_build::Finding::new(
+                        "toolkit-newer-than-driver",
+                        match mm.level {
+                            crate::report::CheckLevel::Error => check_build::Level::Error,
+                            _ => check_build::Level::Warning,
+                        },
+                        format!("built with CUDA {major}, newer than this driver supports"),
+                        mm.message,
+                    )
+                    .fix(mm.fix),
+                );
+            }
+        }
+    }
     let env_set = match machine.as_ref() {
         Some(m) if m.mode == Mode::Report => m
             .report

@@ -131,8 +131,13 @@ impl Redactor {
     /// inputs themselves.
     pub fn for_machine(inputs: &Inputs) -> Self {
         let mut r = Redactor::default();
-        if let Some(home) = std::env::var("HOME").ok().filter(|h| h.len() > 1) {
-            r.add(&home, "/home/<user>", false, "home directory");
+        // `/root` names no one; a home below /home does.
+        if let Some(home) = std::env::var("HOME")
+            .ok()
+            .map(|h| h.trim_end_matches('/').to_string())
+            .filter(|h| h.len() > 1 && h != "/root")
+        {
+            r.add(&home, "/home/<user>", true, "home directory");
         }
         for var in ["USER", "LOGNAME", "SUDO_USER"] {
             if let Ok(u) = std::env::var(var)

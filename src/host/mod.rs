@@ -160,6 +160,9 @@ impl Child {
 /// so a replay knows the difference between "not there" and "not asked".
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Inputs {
+    /// The root files were read under (`/`, or a fake tree), as messages show it.
+    #[serde(default)]
+    pub root: Option<String>,
     #[serde(default)]
     pub files: BTreeMap<String, Option<String>>,
     #[serde(default)]

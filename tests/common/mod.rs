@@ -13,6 +13,9 @@ pub const HOST_VARIABLES: &[&str] = &[
     "GITHUB_OUTPUT",
     "GITHUB_STEP_SUMMARY",
     "GPUPROBE_QUIRKS_DIR",
+    "GPU_DEVICE_ORDINAL",
+    "GPUPROBE_REPLAY",
+    "GPUPROBE_SYSFS_ROOT",
 ];
 
 /// The real binary, with the developer's own quirk files and GPU environment kept out.

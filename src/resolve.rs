@@ -190,6 +190,28 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
     }
     let vmm_switch = vmm_switch(k, req, backend);
 
+    // The toolkit that will build against the driver that was measured (CUDA only).
+    if backend == Backend::Cuda
+        && let (Some(tk), Some(r)) = (&toolkit, report)
+        && let Some(drv) = crate::host::toolkit::driver_cuda(r)
+        && let Some(m) = crate::host::toolkit::cuda_vs_driver(
+            &format!("the toolkit ({}) builds with", req.cuda_source),
+            tk,
+            &drv,
+            crate::host::toolkit::driver_module(r).as_deref(),
+        )
+    {
+        let n = note(
+            Severity::High,
+            format!("{}; fix: {}", m.message, m.fix),
+            &[],
+            &[],
+        );
+        match m.level {
+            crate::report::CheckLevel::Error => refusals.push(n),
+            _ => warnings.push(n),
+        }
+    }
     let mut planned: Vec<Planned> = Vec::new();
 
     for u in &units {

@@ -94,9 +94,10 @@ fn node_access(
     env: &Environment,
     path: &str,
     what: &str,
-    id_prefix: &str,
+    ids: (&str, &str),
     container_fix: &str,
 ) -> Option<HostCheck> {
+    let (missing_id, no_access_id) = ids;
     let Some(node) = h.node(path) else {
         let (detail, fix) = match &env.container {
             Some(c) => (
@@ -110,7 +111,7 @@ fn node_access(
         };
         return Some(
             HostCheck::new(
-                &format!("{id_prefix}-missing"),
+                missing_id,
                 CheckLevel::Error,
                 format!("{path} is missing"),
                 detail,
@@ -145,7 +146,7 @@ fn node_access(
     };
     Some(
         HostCheck::new(
-            &format!("{id_prefix}-no-access"),
+            no_access_id,
             CheckLevel::Error,
             format!("this user cannot open {path}"),
             format!(
@@ -260,7 +261,14 @@ fn amd_checks(h: &HostView, env: &Environment, report: &Report, out: &mut Vec<Ho
         );
     }
     if !kfd.gpus.is_empty() {
-        if let Some(c) = node_access(h, env, "/dev/kfd", "ROCm", "kfd", AMD_CONTAINER_FIX) {
+        if let Some(c) = node_access(
+            h,
+            env,
+            "/dev/kfd",
+            "ROCm",
+            ("kfd-device-missing", "kfd-no-access"),
+            AMD_CONTAINER_FIX,
+        ) {
             out.push(c);
         }
         let mut minors: Vec<u32> = kfd.gpus.iter().filter_map(|g| g.render_minor).collect();
@@ -272,7 +280,7 @@ fn amd_checks(h: &HostView, env: &Environment, report: &Report, out: &mut Vec<Ho
                 env,
                 &path,
                 "the GPU's render node",
-                "render-node",
+                ("render-node-missing", "render-node-no-access"),
                 AMD_CONTAINER_FIX,
             ) {
                 out.push(c);
@@ -334,7 +342,7 @@ fn nvidia_checks(h: &HostView, env: &Environment, report: &Report, out: &mut Vec
             env,
             "/dev/nvidiactl",
             "CUDA",
-            "nvidia-device",
+            ("nvidia-device-missing", "nvidia-device-no-access"),
             NVIDIA_CONTAINER_FIX,
         )
     {

@@ -113,11 +113,11 @@ pub fn probe_program(h: &HostView, archs: &[String]) -> ProbeProgram {
     if archs.len() < 2 {
         let rejected = archs
             .iter()
+            .filter(|a| rejects_target(&all, a))
             .map(|a| Rejected {
                 arch: a.clone(),
                 build: all.clone(),
             })
-            .filter(|_| names_a_target(&all, archs))
             .collect();
         return ProbeProgram::BuildFailed {
             build: all,
@@ -150,7 +150,15 @@ pub fn probe_program(h: &HostView, archs: &[String]) -> ProbeProgram {
         .filter(|a| !rejected.iter().any(|r| &r.arch == *a))
         .cloned()
         .collect();
-    if rejected.is_empty() || rest.is_empty() {
+    if rest.is_empty() {
+        // Nothing builds: blame a target only where the compiler said it was the target.
+        rejected.retain(|r| rejects_target(&r.build, &r.arch));
+        return ProbeProgram::BuildFailed {
+            build: all,
+            rejected,
+        };
+    }
+    if rejected.is_empty() {
         return ProbeProgram::BuildFailed {
             build: all,
             rejected,
@@ -164,6 +172,8 @@ pub fn probe_program(h: &HostView, archs: &[String]) -> ProbeProgram {
             rejected,
         }
     } else {
+        let mut rejected = rejected;
+        rejected.retain(|r| rejects_target(&r.build, &r.arch));
         ProbeProgram::BuildFailed { build: b, rejected }
     }
 }
@@ -184,8 +194,23 @@ fn mentions(line: &str, arch: &str) -> bool {
     })
 }
 
-fn names_a_target(b: &Build, archs: &[String]) -> bool {
-    archs.iter().any(|a| error_lines(b).any(|l| mentions(l, a)))
+/// The compiler refused `arch` itself (an unknown target, or no device library for it), as
+/// opposed to failing for a reason every target shares.
+fn rejects_target(b: &Build, arch: &str) -> bool {
+    const SAYS: &[&str] = &[
+        "invalid target id",
+        "unsupported",
+        "unknown target",
+        "not a recognized processor",
+        "invalid offload arch",
+        "unknown offload arch",
+        "device library",
+        "device-lib",
+    ];
+    error_lines(b).any(|l| {
+        let low = l.to_ascii_lowercase();
+        mentions(l, arch) && SAYS.iter().any(|s| low.contains(s))
+    })
 }
 
 fn shell_words(cmd: &Command) -> String {
@@ -545,7 +570,7 @@ pub fn probe(opts: &ProbeOptions, report: &mut Report) {
                 .unwrap_or_else(|| build.status.clone());
             st.detail = Some(format!("the HIP probe program could not be built: {first}"));
             st.hint = Some("the devices listed come from KFD/DRM; the host check `hip-probe-build-failed` has the compiler's error and the command".into());
-            if rejected.is_empty() || rejected.len() < archs.len() {
+            if rejected.is_empty() {
                 checks.push(build_failed_check(&build, hipcc.as_ref()));
             }
             for r in &rejected {
@@ -665,7 +690,9 @@ pub fn probe(opts: &ProbeOptions, report: &mut Report) {
                     d.runtime_version = st.runtime_version.clone();
                     entries.push((i, d));
                 }
-                if runnable.len() == count && count == visible_gpus.len() {
+                // The runtime's own list is the measurement of what the variables did, when every
+                // device it lists was run and matched a visible KFD GPU by bus id.
+                if pci_ok && runnable.len() == count && count == visible_gpus.len() {
                     measured_pci =
                         Some(entries.iter().map(|(_, d)| d.pci_bus_id.clone()).collect());
                 }
@@ -795,6 +822,33 @@ mod tests {
         ));
         assert!(!mentions("error: gfx9420 is odd", "gfx942"));
         assert!(mentions("'gfx90a' is not a recognized processor", "gfx90a"));
+    }
+
+    #[test]
+    fn a_target_is_blamed_only_when_the_compiler_refuses_it() {
+        let b = |line: &str| Build {
+            archs: vec![],
+            command: String::new(),
+            ok: false,
+            status: "exit 1".into(),
+            output: vec![line.to_string()],
+        };
+        assert!(rejects_target(
+            &b("clang: error: invalid target ID 'gfx942'; format is ..."),
+            "gfx942"
+        ));
+        assert!(rejects_target(
+            &b("clang: error: cannot find ROCm device library for gfx1100; provide its path"),
+            "gfx1100"
+        ));
+        assert!(!rejects_target(
+            &b("1 error generated when compiling for gfx906."),
+            "gfx906"
+        ));
+        assert!(!rejects_target(
+            &b("fatal error: 'hip/hip_runtime.h' file not found"),
+            "gfx906"
+        ));
     }
 
     #[test]

@@ -171,7 +171,7 @@ fn node_access(
 const AMD_CONTAINER_FIX: &str = "start the container with the AMD devices: `docker run --device=/dev/kfd --device=/dev/dri --group-add video --group-add render ...` (podman: the same --device options and `--group-add keep-groups`)";
 const NVIDIA_CONTAINER_FIX: &str = "start the container with the NVIDIA devices: `docker run --gpus all ...` (NVIDIA Container Toolkit), or pass --device /dev/nvidiactl --device /dev/nvidia-uvm --device /dev/nvidia0";
 
-fn amd_checks(h: &HostView, env: &Environment, report: &Report, out: &mut Vec<HostCheck>) {
+fn amd_checks(h: &HostView, env: &Environment, out: &mut Vec<HostCheck>) {
     let kfd: Kfd = sysfs::kfd(h);
     let drm: Vec<DrmGpu> = sysfs::drm_amd_gpus(h);
     let pci = if env.wsl {
@@ -298,7 +298,6 @@ fn amd_checks(h: &HostView, env: &Environment, report: &Report, out: &mut Vec<Ho
             ));
         }
     }
-    let _ = report;
 }
 
 fn nvidia_checks(h: &HostView, env: &Environment, report: &Report, out: &mut Vec<HostCheck>) {
@@ -499,7 +498,7 @@ pub fn run(h: &HostView, report: &Report, amd: bool, nvidia: bool) -> Vec<HostCh
         );
     }
     if amd {
-        amd_checks(h, &env, report, &mut out);
+        amd_checks(h, &env, &mut out);
     }
     if nvidia {
         nvidia_checks(h, &env, report, &mut out);

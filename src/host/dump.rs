@@ -121,9 +121,10 @@ pub fn write(path: &Path, dump: Dump) -> Result<Dump, Error> {
 /// Replacements applied to every string of a dump.
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
-    /// (value, placeholder, whole word only), longest values first.
-    pairs: Vec<(String, String, bool)>,
-    kinds: Vec<String>,
+    /// (value, placeholder, whole word only, kind), longest values first.
+    pairs: Vec<(String, String, bool, String)>,
+    /// The kinds that replaced something.
+    hits: std::cell::RefCell<Vec<String>>,
 }
 
 impl Redactor {
@@ -163,12 +164,13 @@ impl Redactor {
         if value.is_empty() || self.pairs.iter().any(|(v, ..)| v == value) {
             return;
         }
-        self.pairs
-            .push((value.to_string(), placeholder.to_string(), whole_word));
+        self.pairs.push((
+            value.to_string(),
+            placeholder.to_string(),
+            whole_word,
+            kind.to_string(),
+        ));
         self.pairs.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
-        if !self.kinds.iter().any(|k| k == kind) {
-            self.kinds.push(kind.to_string());
-        }
     }
 
     /// KFD `unique_id` (decimal in `properties`, hex in ROCm's `GPU-` UUIDs), NVIDIA `GPU UUID`,
@@ -231,7 +233,7 @@ impl Redactor {
         let mut out: Dump = serde_json::from_value(v).map_err(|e| {
             Error::input("--dump", format!("cannot encode: {e}"), "report this bug")
         })?;
-        out.redacted = self.kinds.clone();
+        out.redacted = self.hits.borrow().clone();
         Ok(out)
     }
 
@@ -253,12 +255,19 @@ impl Redactor {
     /// `s` with every value replaced.
     pub fn text(&self, s: &str) -> String {
         let mut out = s.to_string();
-        for (value, placeholder, whole_word) in &self.pairs {
-            out = if *whole_word {
+        for (value, placeholder, whole_word, kind) in &self.pairs {
+            let next = if *whole_word {
                 replace_words(&out, value, placeholder)
             } else {
                 out.replace(value.as_str(), placeholder)
             };
+            if next != out {
+                let mut hits = self.hits.borrow_mut();
+                if !hits.contains(kind) {
+                    hits.push(kind.clone());
+                }
+            }
+            out = next;
         }
         out
     }

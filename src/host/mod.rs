@@ -261,15 +261,21 @@ impl HostView {
             .unwrap_or_default()
     }
 
-    /// How to name a path in messages: with the fake root or the dump it came from.
+    /// How to name a path in messages: under the fake root where there is one (a replay names it
+    /// as the machine that was dumped did).
     pub fn shown(&self, path: &str) -> String {
-        match &self.source {
-            Source::Live { root } if root == Path::new("/") => path.to_string(),
-            Source::Live { root } => root
+        let root = match &self.source {
+            Source::Live { root } => root.display().to_string(),
+            Source::Replay { inputs, .. } => inputs.root.clone().unwrap_or_else(|| "/".into()),
+        };
+        self.record(|i| i.root = Some(root.clone()));
+        if root == "/" {
+            path.to_string()
+        } else {
+            Path::new(&root)
                 .join(path.trim_start_matches('/'))
                 .display()
-                .to_string(),
-            Source::Replay { origin, .. } => format!("{path} (from {origin})"),
+                .to_string()
         }
     }
 

@@ -205,7 +205,7 @@ fn an_amd_machine_with_one_unbuildable_target_dumps_and_replays_without_its_comp
         .map(|v| v.as_str().unwrap())
         .collect();
     assert!(
-        redacted.contains(&"user name") && redacted.contains(&"serial numbers"),
+        redacted.contains(&"home directory") && redacted.contains(&"serial numbers"),
         "{redacted:?}"
     );
     assert!(

@@ -712,6 +712,13 @@ fn a_container_without_the_nvidia_devices_is_told_to_pass_them() {
     let (r, _) = m.detect(&["--backend", "cuda"]);
     let c = one(&r, "nvidia-device-missing");
     assert!(s(c, "fix").contains("--gpus all"), "{c:#}");
+    // The kernel module is there (its /proc files are), libcuda.so.1 is not.
+    let u = one(&r, "nvidia-userspace-missing");
+    assert!(
+        s(u, "detail").contains("580.95.05") && s(u, "detail").contains("in this container"),
+        "{u:#}"
+    );
+    assert!(s(u, "fix").contains("NVIDIA Container Toolkit"), "{u:#}");
 }
 
 #[test]

@@ -334,6 +334,32 @@ fn nvidia_checks(h: &HostView, env: &Environment, report: &Report, out: &mut Vec
     }
     let cuda = report.backends.iter().find(|b| b.backend == Backend::Cuda);
     let cuda_failed = cuda.is_some_and(|b| b.status == "error");
+    let module = h
+        .read("/proc/driver/nvidia/version")
+        .and_then(|t| t.lines().next().map(str::to_string));
+    if cuda.is_some_and(|b| b.status == "no-driver") && !env.wsl {
+        out.push(
+            HostCheck::new(
+                "nvidia-userspace-missing",
+                CheckLevel::Error,
+                "NVIDIA's kernel module is loaded but its user-space driver is missing",
+                format!(
+                    "the kernel module is there ({}) but libcuda.so.1, the driver's user-space part that every CUDA program loads, was not found{}",
+                    module.as_deref().unwrap_or("/proc/driver/nvidia exists"),
+                    if env.container.is_some() {
+                        " in this container"
+                    } else {
+                        ""
+                    }
+                ),
+            )
+            .fix(if env.container.is_some() {
+                "start the container with the NVIDIA Container Toolkit (`docker run --gpus all ...`), which mounts the driver's libraries"
+            } else {
+                "install the user-space package of the same driver version as the kernel module (e.g. libnvidia-compute-<branch> on Debian/Ubuntu, the nvidia-driver package's libraries elsewhere)"
+            }),
+        );
+    }
     // Outside a container the nodes appear on first use; check them where CUDA needs them now.
     if (env.container.is_some() || cuda_failed || h.node("/dev/nvidiactl").is_some())
         && let Some(c) = node_access(
@@ -449,11 +475,18 @@ fn visibility_checks(report: &Report, out: &mut Vec<HostCheck>) {
             .collect();
         lines.extend(v.notes.iter().cloned());
         let invalid = v.notes.iter().any(|n| n.contains("names no device"));
+        let changed = v.devices.iter().any(|d| d.visible != Some(d.physical));
         out.push(
             HostCheck::new(
                 "visible-devices",
                 if invalid { CheckLevel::Warning } else { CheckLevel::Info },
-                format!("{vars} changes which {gpu_word}s programs see"),
+                if changed {
+                    format!("{vars} changes which {gpu_word}s programs see")
+                } else if vars.is_empty() {
+                    format!("visible-device variables leave every {gpu_word} visible")
+                } else {
+                    format!("{vars} leaves every {gpu_word} visible, in order")
+                },
                 format!(
                     "{visible} of {} {gpu_word}(s) visible, renumbered from 0 in the listed order ({}): {}",
                     v.devices.len(),

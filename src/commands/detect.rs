@@ -207,10 +207,14 @@ pub fn table(r: &Report) -> String {
     for hd in &r.hidden_devices {
         let d = &hd.device;
         o.push_str(&format!(
-            "hidden: GPU {} {} {}{} ({})\n",
+            "hidden: GPU {} {}{}{} ({})\n",
             d.index,
             printable(&d.name),
-            printable(&d.arch),
+            if d.arch == "unknown" {
+                String::new()
+            } else {
+                format!(" {}", printable(&d.arch))
+            },
             d.pci_bus_id
                 .as_deref()
                 .map(|p| format!(" at {}", printable(p)))

@@ -458,10 +458,14 @@ fn visibility_checks(report: &Report, out: &mut Vec<HostCheck>) {
             .iter()
             .map(|d| {
                 let what = format!(
-                    "GPU {} ({} {}{})",
+                    "GPU {} ({}{}{})",
                     d.physical,
                     d.name,
-                    d.arch,
+                    if d.arch.is_empty() || d.arch == "unknown" {
+                        String::new()
+                    } else {
+                        format!(" {}", d.arch)
+                    },
                     d.pci_bus_id
                         .as_deref()
                         .map(|p| format!(", {p}"))

@@ -302,11 +302,14 @@ fn probe_cuda(opts: &ProbeOptions, report: &mut Report) {
             proc_gpus
                 .iter()
                 .map(|g| {
-                    (
-                        g.model.clone(),
-                        "unknown".to_string(),
-                        Some(g.pci_bus_id.clone()),
-                    )
+                    // /proc has no architecture; the driver's answer for the same bus has.
+                    let arch = report
+                        .devices
+                        .iter()
+                        .find(|d| d.pci_bus_id.as_deref() == Some(g.pci_bus_id.as_str()))
+                        .map(|d| d.arch.clone())
+                        .unwrap_or_default();
+                    (g.model.clone(), arch, Some(g.pci_bus_id.clone()))
                 })
                 .collect(),
             &map,

@@ -191,7 +191,11 @@ enum Source {
 /// The machine as gpuprobe sees it. See the module documentation.
 pub struct HostView {
     source: Source,
-    capture: Option<Mutex<Inputs>>,
+    /// Every answer given so far. The first answer to a question is the answer for the whole
+    /// run (a VRAM counter read twice reads the same), so that a replay gives what the run gave.
+    memo: Mutex<Inputs>,
+    /// Whether `take_inputs` hands the answers out (for `--dump`).
+    recording: bool,
 }
 
 impl std::fmt::Debug for HostView {
@@ -200,7 +204,7 @@ impl std::fmt::Debug for HostView {
             Source::Live { root } => write!(f, "HostView(live {})", root.display())?,
             Source::Replay { origin, .. } => write!(f, "HostView(replay {origin})")?,
         }
-        if self.capture.is_some() {
+        if self.recording {
             f.write_str(" recording")?;
         }
         Ok(())
@@ -224,7 +228,8 @@ impl HostView {
     pub fn at_root(root: PathBuf) -> Self {
         HostView {
             source: Source::Live { root },
-            capture: None,
+            memo: Mutex::new(Inputs::default()),
+            recording: false,
         }
     }
 
@@ -234,13 +239,14 @@ impl HostView {
                 inputs: Box::new(inputs),
                 origin: origin.into(),
             },
-            capture: None,
+            memo: Mutex::new(Inputs::default()),
+            recording: false,
         }
     }
 
     /// Also record every answer, for `take_inputs`.
     pub fn recording(mut self) -> Self {
-        self.capture = Some(Mutex::new(Inputs::default()));
+        self.recording = true;
         self
     }
 
@@ -255,9 +261,12 @@ impl HostView {
 
     /// What was recorded so far.
     pub fn take_inputs(&self) -> Inputs {
-        self.capture
-            .as_ref()
-            .and_then(|m| m.lock().ok().map(|mut i| std::mem::take(&mut *i)))
+        if !self.recording {
+            return Inputs::default();
+        }
+        self.memo
+            .lock()
+            .map(|mut i| std::mem::take(&mut *i))
             .unwrap_or_default()
     }
 
@@ -280,11 +289,25 @@ impl HostView {
     }
 
     fn record(&self, f: impl FnOnce(&mut Inputs)) {
-        if let Some(m) = &self.capture
-            && let Ok(mut i) = m.lock()
-        {
+        if let Ok(mut i) = self.memo.lock() {
             f(&mut i);
         }
+    }
+
+    /// The answer given before (`get` on the memo), else `compute`'s, remembered with `put`.
+    /// The lock is not held while computing: computing may ask other questions.
+    fn memo<T: Clone>(
+        &self,
+        get: impl Fn(&Inputs) -> Option<T>,
+        compute: impl FnOnce() -> T,
+        put: impl FnOnce(&mut Inputs, T),
+    ) -> T {
+        if let Some(v) = self.memo.lock().ok().and_then(|i| get(&i)) {
+            return v;
+        }
+        let v = compute();
+        self.record(|i| put(i, v.clone()));
+        v
     }
 
     fn replayed(&self) -> Option<&Inputs> {
@@ -303,14 +326,16 @@ impl HostView {
 
     /// A small text file (a kernel attribute), or None when absent or unreadable.
     pub fn read(&self, path: &str) -> Option<String> {
-        let text = match self.replayed() {
-            Some(i) => i.files.get(path).cloned().flatten(),
-            None => self.real_path(path).and_then(|p| read_bounded(&p)),
-        };
-        self.record(|i| {
-            i.files.insert(path.to_string(), text.clone());
-        });
-        text
+        self.memo(
+            |i| i.files.get(path).cloned(),
+            || match self.replayed() {
+                Some(i) => i.files.get(path).cloned().flatten(),
+                None => self.real_path(path).and_then(|p| read_bounded(&p)),
+            },
+            |i, v| {
+                i.files.insert(path.to_string(), v);
+            },
+        )
     }
 
     /// The trimmed content of `path`, parsed.
@@ -320,34 +345,38 @@ impl HostView {
 
     /// The names in a directory, sorted; None when it cannot be listed.
     pub fn list(&self, dir: &str) -> Option<Vec<String>> {
-        let names = match self.replayed() {
-            Some(i) => i.dirs.get(dir).cloned().flatten(),
-            None => self.real_path(dir).and_then(|p| {
-                let mut v: Vec<String> = std::fs::read_dir(p)
-                    .ok()?
-                    .flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect();
-                v.sort();
-                Some(v)
-            }),
-        };
-        self.record(|i| {
-            i.dirs.insert(dir.to_string(), names.clone());
-        });
-        names
+        self.memo(
+            |i| i.dirs.get(dir).cloned(),
+            || match self.replayed() {
+                Some(i) => i.dirs.get(dir).cloned().flatten(),
+                None => self.real_path(dir).and_then(|p| {
+                    let mut v: Vec<String> = std::fs::read_dir(p)
+                        .ok()?
+                        .flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect();
+                    v.sort();
+                    Some(v)
+                }),
+            },
+            |i, v| {
+                i.dirs.insert(dir.to_string(), v);
+            },
+        )
     }
 
     /// What `path` is and whether this process may read and write it.
     pub fn node(&self, path: &str) -> Option<Node> {
-        let node = match self.replayed() {
-            Some(i) => i.nodes.get(path).cloned().flatten(),
-            None => self.live_node(path),
-        };
-        self.record(|i| {
-            i.nodes.insert(path.to_string(), node.clone());
-        });
-        node
+        self.memo(
+            |i| i.nodes.get(path).cloned(),
+            || match self.replayed() {
+                Some(i) => i.nodes.get(path).cloned().flatten(),
+                None => self.live_node(path),
+            },
+            |i, v| {
+                i.nodes.insert(path.to_string(), v);
+            },
+        )
     }
 
     fn live_node(&self, path: &str) -> Option<Node> {
@@ -381,30 +410,36 @@ impl HostView {
     /// Who this process runs as: `<root>/proc/self/status` (this process itself on a live
     /// machine; a fake tree may carry one to play another user), and `<root>/etc/group`.
     pub fn identity(&self) -> Identity {
-        if let Some(i) = self.replayed() {
-            return i.identity.clone().unwrap_or(Identity {
-                uid: 0,
-                gid: 0,
-                groups: Vec::new(),
-                listed_in: Vec::new(),
-            });
-        }
+        self.memo(
+            |i| i.identity.clone(),
+            || match self.replayed() {
+                Some(i) => i.identity.clone().unwrap_or(Identity {
+                    uid: 0,
+                    gid: 0,
+                    groups: Vec::new(),
+                    listed_in: Vec::new(),
+                }),
+                None => self.live_identity(),
+            },
+            |i, v| i.identity = Some(v),
+        )
+    }
+
+    fn live_identity(&self) -> Identity {
         let status = self
             .real_path("/proc/self/status")
             .and_then(|p| read_bounded(&p))
             .or_else(|| read_bounded(Path::new("/proc/self/status")))
             .unwrap_or_default();
         let mut id = parse_status(&status);
-        if let Some(groups) = self.real_path("/etc/group").and_then(|p| read_bounded(&p)) {
-            let name = self.user_name(id.uid);
-            if let Some(name) = name {
-                id.listed_in = group_entries(&groups)
-                    .filter(|(_, _, members)| members.iter().any(|m| *m == name))
-                    .map(|(_, g, _)| g)
-                    .collect();
-            }
+        if let Some(groups) = self.real_path("/etc/group").and_then(|p| read_bounded(&p))
+            && let Some(name) = self.user_name(id.uid)
+        {
+            id.listed_in = group_entries(&groups)
+                .filter(|(_, _, members)| members.iter().any(|m| *m == name))
+                .map(|(_, g, _)| g)
+                .collect();
         }
-        self.record(|i| i.identity = Some(id.clone()));
         id
     }
 
@@ -418,37 +453,49 @@ impl HostView {
 
     /// An environment variable (values that are not UTF-8 count as unset).
     pub fn env(&self, name: &str) -> Option<String> {
-        let v = match self.replayed() {
-            Some(i) => i.env.get(name).cloned().flatten(),
-            None => std::env::var(name).ok(),
-        };
-        self.record(|i| {
-            i.env.insert(name.to_string(), v.clone());
-        });
-        v
+        self.memo(
+            |i| i.env.get(name).cloned(),
+            || match self.replayed() {
+                Some(i) => i.env.get(name).cloned().flatten(),
+                None => std::env::var(name).ok(),
+            },
+            |i, v| {
+                i.env.insert(name.to_string(), v);
+            },
+        )
     }
 
     /// `hipcc`, `nvcc` or `hipconfig`: where it is and what `--version` says.
     pub fn tool(&self, name: &str) -> Option<Tool> {
-        let t = match self.replayed() {
-            Some(i) => i.tools.get(name).cloned().flatten(),
-            None => find_tool(name).and_then(|p| {
-                let out = version_output(&p)?;
-                Some(Tool {
-                    path: p.display().to_string(),
-                    version_output: out,
-                })
-            }),
-        };
-        self.record(|i| {
-            i.tools.insert(name.to_string(), t.clone());
-        });
-        t
+        self.memo(
+            |i| i.tools.get(name).cloned(),
+            || match self.replayed() {
+                Some(i) => i.tools.get(name).cloned().flatten(),
+                None => find_tool(name).and_then(|p| {
+                    let out = version_output(&p)?;
+                    Some(Tool {
+                        path: p.display().to_string(),
+                        version_output: out,
+                    })
+                }),
+            },
+            |i, v| {
+                i.tools.insert(name.to_string(), v);
+            },
+        )
     }
 
     /// A HIP probe build for `archs`: replayed, or done by `build` and recorded.
     pub fn build(&self, archs: &[String], build: impl FnOnce() -> Build) -> Build {
         let key = archs.join(",");
+        if let Some(b) = self
+            .memo
+            .lock()
+            .ok()
+            .and_then(|i| i.builds.get(&key).cloned())
+        {
+            return b;
+        }
         let b = match self.replayed() {
             Some(i) => i.builds.get(&key).cloned().unwrap_or_else(|| Build {
                 archs: archs.to_vec(),
@@ -671,6 +718,26 @@ mod tests {
         assert!(mode_allows_rw(0o666, 0, 109, &id(1000, 1000, &[])));
         // The owner bits win for the owner even when the group would allow.
         assert!(!mode_allows_rw(0o460, 1000, 109, &id(1000, 1000, &[109])));
+    }
+
+    #[test]
+    fn the_first_answer_stands_for_the_whole_run_and_is_what_a_dump_holds() {
+        let dir = std::env::temp_dir().join(format!("gpuprobe-view-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sys")).unwrap();
+        std::fs::write(dir.join("sys/vram_used"), "100\n").unwrap();
+        let h = HostView::at_root(dir.clone()).recording();
+        assert_eq!(h.read_parsed::<u64>("/sys/vram_used"), Some(100));
+        // The counter moves (a probe child allocated VRAM); this run keeps its first answer.
+        std::fs::write(dir.join("sys/vram_used"), "900\n").unwrap();
+        assert_eq!(h.read_parsed::<u64>("/sys/vram_used"), Some(100));
+        assert_eq!(h.read("/sys/absent"), None);
+        let inputs = h.take_inputs();
+        assert_eq!(inputs.files["/sys/vram_used"].as_deref(), Some("100\n"));
+        assert_eq!(inputs.files["/sys/absent"], None, "absence is recorded too");
+        let r = HostView::replay(inputs, "test");
+        assert_eq!(r.read_parsed::<u64>("/sys/vram_used"), Some(100));
+        assert_eq!(r.read("/sys/never-asked"), None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod cuda;
 pub mod env;
 pub mod events;
 pub mod hip;
+pub mod hip_build;
 pub mod interpret;
 pub mod orchestrator;
 pub mod recorded;

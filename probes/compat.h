@@ -176,6 +176,36 @@ static inline gpMemAccessDesc gp_readwrite_access(gpDevice d) {
     return desc;
 }
 
+// Streams, and a device clock at a constant rate (the smoke test's busy kernel). gp_wall_ticks()
+// is negative where the target has no constant-rate counter; the busy kernel then makes one pass.
+typedef hipStream_t gpStream_t;
+#define gpStreamNonBlocking hipStreamNonBlocking
+#define gpStreamCreateWithFlags hipStreamCreateWithFlags
+#define gpStreamSynchronize hipStreamSynchronize
+#define gpStreamDestroy hipStreamDestroy
+#define gpMemcpyAsync hipMemcpyAsync
+__device__ static inline long long gp_wall_ticks() {
+#if defined(__HIP_DEVICE_COMPILE__) && __has_builtin(__builtin_readsteadycounter)
+    return (long long)__builtin_readsteadycounter();  // s_memrealtime, or s_sendmsg_rtn on gfx11+
+#elif defined(__HIP_DEVICE_COMPILE__) && __has_builtin(__builtin_amdgcn_s_memrealtime)
+    return (long long)__builtin_amdgcn_s_memrealtime();
+#else
+    return -1;
+#endif
+}
+// Ticks of gp_wall_ticks() per millisecond. ROCm 6 reports the rate; before it, 100 MHz is the
+// counter's rate on the GPUs those versions support.
+static inline int gpWallTicksPerMs(int device) {
+#if HIP_VERSION >= 60000000
+    int khz = 0;
+    if (hipDeviceGetAttribute(&khz, hipDeviceAttributeWallClockRate, device) == hipSuccess && khz > 0) return khz;
+    (void)hipGetLastError();
+#else
+    (void)device;
+#endif
+    return 100000;
+}
+
 #else
 // =========================================================================================== CUDA
 #include <cuda.h>
@@ -392,6 +422,23 @@ static inline gpMemAccessDesc gp_readwrite_access(gpDevice d) {
     desc.location.id = (int)d;
     desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     return desc;
+}
+
+// Streams, and a device clock at a constant rate (%globaltimer, nanoseconds).
+typedef cudaStream_t gpStream_t;
+#define gpStreamNonBlocking cudaStreamNonBlocking
+#define gpStreamCreateWithFlags cudaStreamCreateWithFlags
+#define gpStreamSynchronize cudaStreamSynchronize
+#define gpStreamDestroy cudaStreamDestroy
+#define gpMemcpyAsync cudaMemcpyAsync
+__device__ static inline long long gp_wall_ticks() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return (long long)t;
+}
+static inline int gpWallTicksPerMs(int device) {
+    (void)device;
+    return 1000000;
 }
 
 #endif  // GP_HIP

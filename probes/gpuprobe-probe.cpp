@@ -1,16 +1,19 @@
 // gpuprobe-probe: the single-source probe program (HIP with hipcc, CUDA with nvcc).
 //
-// Implements probes/PROTOCOL.md (version 1): JSON lines on stdout, each flushed as soon as it is
+// Implements probes/PROTOCOL.md (version 2): JSON lines on stdout, each flushed as soon as it is
 // written, so that a probe that hangs or dies still leaves a record of how far it got.
 //
 //   gpuprobe-probe --list
-//   gpuprobe-probe --device N [--cycles C] [--chunks K] [--no-smoke]
-//   gpuprobe-probe --peer A B
+//   gpuprobe-probe --device N [--cycles C] [--no-smoke]
+//   gpuprobe-probe --peers
+//   gpuprobe-probe --plan GRANULARITY FREE_BYTES     (prints the growth schedule; no GPU needed)
 //
-// The smoke test repeats llama.cpp's VMM pool growth (ggml_cuda_pool_vmm) call for call: reserve
-// 32 GiB of address space, then per chunk create -> map at an offset -> release the handle -> set
-// access on the new chunk only, and at once a write kernel over the new chunk and a verify kernel over
-// everything mapped so far.
+// The smoke test grows pools the way llama.cpp's VMM pool (ggml_cuda_pool_vmm) grows: by
+// round_up(request - available, granularity), several pools alive at once, each growth created,
+// mapped at the pool's end, released and given access, with the write kernel over the new chunk and
+// the verify kernel over the whole pool queued behind it on a non-blocking stream. The requests come
+// from probes/smoke-plan.toml (the generated block below); the CUDA backend of gpuprobe runs the same
+// plan, and `--plan` lets tests compare the two schedules.
 //
 // Exit status: 0 whenever a report was printed, 2 for bad arguments.
 
@@ -22,63 +25,203 @@
 #include <stdlib.h>
 #include <string.h>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace {
 
-const int kProtocol = 1;
-const uint64_t kReserveBytes = 1ull << 35;          // llama.cpp's CUDA_POOL_VMM_MAX_SIZE
+const int kProtocol = 2;
 const uint64_t kVramSlackBytes = 32ull << 20;        // allowed drop of free VRAM after all cycles
 const uint64_t kPeerBytes = 64ull << 20;             // size of the verified peer copy
 const unsigned kThreadsPerBlock = 256;
 const unsigned kMaxBlocks = 1024;
-const uint32_t kPeerPatternCycle = 0x5eedu;
+const unsigned kBusyBlocks = 64;                      // few enough to be resident together anywhere
+const uint32_t kPeerPatternSeed = 7;
+const size_t kSlots = 64;                             // mismatch counter slots per cycle
+const uint64_t kHostPieceBytes = 32ull << 20;         // host comparison piece (two in flight)
 
 // Fault injection for checking the failure paths on a real GPU; only test builds define it
-// (-DGPUPROBE_TEST_FAULT=N). 1: skip the write kernel for chunk 1 of cycle 3 (verify must fail).
-// 2: set access on chunk 1 at a misaligned address (set_access must fail, whole range must help).
+// (-DGPUPROBE_TEST_FAULT=N). 1: skip the write kernel of growth 4 in cycle 3 (verify must fail).
+// 2: set access on growth 3 one page off (set_access must fail, whole range must help).
 #ifndef GPUPROBE_TEST_FAULT
 #define GPUPROBE_TEST_FAULT 0
 #endif
 
-// ------------------------------------------------------------------------------------- kernels
+const auto g_started = std::chrono::steady_clock::now();
 
-__device__ __forceinline__ uint32_t gp_value(uint64_t word, uint32_t cycle) {
-    return ((uint32_t)word * 2654435761u) ^ (cycle * 2246822519u) ^ 0xA5A5A5A5u;
+double ms_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
-// base[w] = value(w, cycle) for w in [word_begin, word_begin + word_count). Grid-stride loop; the
+// ---------------------------------------------------------------------------------- smoke plan
+
+struct PlanOp {
+    uint32_t pool;
+    uint32_t first;
+    uint32_t count;
+};
+
+// ---- smoke plan: generated from probes/smoke-plan.toml (GPUPROBE_BLESS=1 cargo test smoke_plan); do not edit
+const uint32_t kPlanVersion = 2;
+const uint32_t kPlanMinCycles = 200;
+const uint32_t kPlanPools = 3;
+const uint64_t kPlanReserveBytes = 34359738368ull;
+const uint64_t kPlanRequestAlignment = 128ull;
+const uint64_t kPlanMinGrowthBytes = 2097152ull;
+const uint64_t kPlanCycleRequests[] = {4718592ull, 4718592ull, 4718592ull, 1048576ull, 6815744ull, 1048576ull, 6815744ull, 1048576ull, 6815744ull, 17825792ull, 17825792ull, 17825792ull};  // bytes
+const PlanOp kPlanCycleOps[] = {{0, 0, 1}, {1, 1, 1}, {2, 2, 1}, {0, 3, 2}, {1, 5, 2}, {2, 7, 2}, {0, 9, 1}, {1, 10, 1}, {2, 11, 1}};  // {pool, first request, count}
+const uint64_t kPlanLongTargetBytes = 1073741824ull;
+const uint64_t kPlanLongFreeDivisor = 4ull;
+const uint32_t kPlanBusyUs = 3000;
+const uint32_t kPlanSettleUs = 5000;
+const uint64_t kPlanLongRequests[] = {41ull, 123ull, 307ull, 1056ull};  // 1/1024ths of the target
+const PlanOp kPlanLongOps[] = {{0, 0, 1}, {0, 1, 1}, {0, 2, 1}, {0, 3, 1}};  // {pool, first request, count}
+// ---- end of smoke plan
+
+// ------------------------------------------------------------------------------------- kernels
+
+// value(w, seed); seed = cycle * 8 + pool (see probes/PROTOCOL.md).
+__device__ __forceinline__ uint32_t gp_value(uint64_t word, uint32_t seed) {
+    return ((uint32_t)word * 2654435761u) ^ (seed * 2246822519u) ^ 0xA5A5A5A5u;
+}
+
+// base[w] = value(w, seed) for w in [word_begin, word_begin + word_count). Grid-stride loop; the
 // launch shape is passed in so the kernel needs no device library on AMD (see compat.h).
-__global__ void gp_write(uint32_t* base, uint64_t word_begin, uint64_t word_count, uint32_t cycle,
+__global__ void gp_write(uint32_t* base, uint64_t word_begin, uint64_t word_count, uint32_t seed,
                          uint32_t threads, uint32_t blocks) {
     const uint64_t stride = (uint64_t)threads * blocks;
     for (uint64_t i = (uint64_t)gp_block_id() * threads + gp_thread_id(); i < word_count; i += stride) {
         const uint64_t w = word_begin + i;
-        base[w] = gp_value(w, cycle);
+        base[w] = gp_value(w, seed);
     }
 }
 
-// For w in [0, word_count): count words that differ (counters[0]) and keep the lowest bad word index
-// (counters[1], starts at 0xFFFFFFFF).
-__global__ void gp_verify(const uint32_t* base, uint64_t word_count, uint32_t cycle, uint32_t* counters,
-                          uint32_t threads, uint32_t blocks) {
+// For w in [word_begin, word_begin + word_count): count words that differ (slot[0]) and keep the
+// lowest bad word index (slot[1], starts at all ones). 64-bit counters.
+__global__ void gp_verify(const uint32_t* base, uint64_t word_begin, uint64_t word_count, uint32_t seed,
+                          unsigned long long* slot, uint32_t threads, uint32_t blocks) {
     const uint64_t stride = (uint64_t)threads * blocks;
-    for (uint64_t w = (uint64_t)gp_block_id() * threads + gp_thread_id(); w < word_count; w += stride) {
-        if (base[w] != gp_value(w, cycle)) {
-            atomicAdd(&counters[0], 1u);
-            atomicMin(&counters[1], (uint32_t)w);
+    for (uint64_t i = (uint64_t)gp_block_id() * threads + gp_thread_id(); i < word_count; i += stride) {
+        const uint64_t w = word_begin + i;
+        if (base[w] != gp_value(w, seed)) {
+            atomicAdd(&slot[0], 1ull);
+            atomicMin(&slot[1], (unsigned long long)w);
         }
     }
 }
 
-uint32_t host_value(uint64_t word, uint32_t cycle) {
-    return ((uint32_t)word * 2654435761u) ^ (cycle * 2246822519u) ^ 0xA5A5A5A5u;
+// Verifies words [0, word_count) pass after pass until `ticks` of gp_wall_ticks() have passed: keeps
+// the GPU on already-mapped memory while the host maps the next chunk.
+__global__ void gp_busy(const uint32_t* base, uint64_t word_count, uint32_t seed, unsigned long long* slot,
+                        long long ticks, uint32_t threads, uint32_t blocks) {
+    const long long t0 = gp_wall_ticks();
+    const uint64_t stride = (uint64_t)threads * blocks;
+    const uint64_t first = (uint64_t)gp_block_id() * threads + gp_thread_id();
+    for (;;) {
+        for (uint64_t w = first; w < word_count; w += stride) {
+            if (((volatile const uint32_t*)base)[w] != gp_value(w, seed)) {
+                atomicAdd(&slot[0], 1ull);
+                atomicMin(&slot[1], (unsigned long long)w);
+            }
+        }
+        const long long now = gp_wall_ticks();
+        if (t0 < 0 || now < 0 || now - t0 >= ticks) break;
+    }
 }
+
+uint32_t host_value(uint64_t word, uint32_t seed) {
+    return ((uint32_t)word * 2654435761u) ^ (seed * 2246822519u) ^ 0xA5A5A5A5u;
+}
+
+uint32_t seed_of(uint32_t cycle, uint32_t pool) { return (cycle << 3) | (pool & 7u); }
 
 unsigned blocks_for(uint64_t words) {
     uint64_t b = (words + kThreadsPerBlock - 1) / kThreadsPerBlock;
     if (b < 1) b = 1;
     if (b > kMaxBlocks) b = kMaxBlocks;
     return (unsigned)b;
+}
+
+// Number of wrong words in `n` host words starting at word index `first`, and the first of them.
+uint64_t host_compare(const uint32_t* words, uint64_t n, uint64_t first, uint32_t seed, uint64_t* first_bad) {
+    const uint32_t s = (seed * 2246822519u) ^ 0xA5A5A5A5u;
+    uint32_t w = (uint32_t)first;
+    uint64_t bad = 0;
+    for (uint64_t i = 0; i < n; ++i, ++w) bad += words[i] != ((w * 2654435761u) ^ s);
+    if (bad != 0) {
+        for (uint64_t i = 0; i < n; ++i) {
+            if (words[i] != host_value(first + i, seed)) {
+                *first_bad = first + i;
+                break;
+            }
+        }
+    }
+    return bad;
+}
+
+// --------------------------------------------------------------------------- growth schedule
+
+struct Growth {
+    uint32_t pool;
+    uint64_t offset;  // from the pool's base: its size before the growth
+    uint64_t bytes;
+};
+
+struct Schedule {
+    std::vector<Growth> cycle;  // every cycle: pools start empty
+    std::vector<Growth> lng;    // cycle 0 after `cycle`: pool growth past the target
+    uint64_t long_target = 0;
+};
+
+struct PoolSim {
+    uint64_t size = 0;
+    uint64_t used = 0;
+};
+
+// ggml_cuda_pool_vmm::alloc: the request rounded up to the alignment; when it does not fit, the
+// pool grows by round_up(request - available, granularity) at its end.
+bool pool_request(PoolSim* p, uint64_t bytes, uint64_t granularity, Growth* g) {
+    const uint64_t size = (bytes + kPlanRequestAlignment - 1) / kPlanRequestAlignment * kPlanRequestAlignment;
+    const uint64_t avail = p->size - p->used;
+    bool grew = false;
+    if (size > avail) {
+        const uint64_t gr = granularity == 0 ? 1 : granularity;
+        const uint64_t grow = (size - avail + gr - 1) / gr * gr;
+        g->offset = p->size;
+        g->bytes = grow;
+        p->size += grow;
+        grew = true;
+    }
+    p->used += size;
+    return grew;
+}
+
+Schedule make_schedule(uint64_t granularity, uint64_t free_bytes) {
+    Schedule s;
+    PoolSim pools[8];
+    for (const PlanOp& op : kPlanCycleOps) {
+        for (uint32_t i = 0; i < op.count; ++i) {
+            Growth g{op.pool, 0, 0};
+            if (pool_request(&pools[op.pool], kPlanCycleRequests[op.first + i], granularity, &g)) s.cycle.push_back(g);
+        }
+        pools[op.pool].used = 0;
+    }
+    uint64_t target = free_bytes / kPlanLongFreeDivisor;
+    if (target > kPlanLongTargetBytes) target = kPlanLongTargetBytes;
+    s.long_target = target;
+    for (const PlanOp& op : kPlanLongOps) {
+        PoolSim* p = &pools[op.pool];
+        for (uint32_t i = 0; i < op.count; ++i) {
+            uint64_t request = target * kPlanLongRequests[op.first + i] / 1024;
+            // Keep every growth at least kPlanMinGrowthBytes: raise a request that would grow less.
+            const uint64_t avail = p->size - p->used;
+            if (request > avail && request - avail < kPlanMinGrowthBytes) request = avail + kPlanMinGrowthBytes;
+            Growth g{op.pool, 0, 0};
+            if (pool_request(p, request, granularity, &g)) s.lng.push_back(g);
+        }
+        p->used = 0;
+    }
+    return s;
 }
 
 // ---------------------------------------------------------------------------------- error values
@@ -194,39 +337,40 @@ class Line {
     std::string s_;
 };
 
+
 void emit_done() { Line("done").emit(); }
 
-void emit_stage(const char* stage, uint32_t cycle, uint32_t chunk) {
-    Line("stage").str("stage", stage).u64("cycle", cycle).u64("chunk", chunk).emit();
+void emit_stage(const char* stage, uint32_t cycle, uint32_t pool, uint32_t growth) {
+    Line("stage").str("stage", stage).u64("cycle", cycle).u64("pool", pool).u64("growth", growth).emit();
 }
 
 // ------------------------------------------------------------------------------------- arguments
 
-enum class Mode { List, Device, Peer };
+enum class Mode { List, Device, Peers, Plan };
 
 struct Args {
     Mode mode = Mode::List;
     int device = -1;
-    int peer_from = -1;
-    int peer_to = -1;
     uint32_t cycles = 200;
-    uint32_t chunks = 4;
     bool smoke = true;
+    uint64_t plan_granularity = 0;
+    uint64_t plan_free = 0;
 };
 
 void usage(const char* why) {
     fprintf(stderr,
             "gpuprobe-probe: %s\n"
             "usage: gpuprobe-probe --list\n"
-            "       gpuprobe-probe --device N [--cycles C] [--chunks K] [--no-smoke]\n"
-            "       gpuprobe-probe --peer A B\n",
+            "       gpuprobe-probe --device N [--cycles C] [--no-smoke]\n"
+            "       gpuprobe-probe --peers\n"
+            "       gpuprobe-probe --plan GRANULARITY FREE_BYTES\n",
             why);
 }
 
-bool parse_uint(const char* s, unsigned long max, unsigned long* out) {
+bool parse_uint(const char* s, unsigned long long max, unsigned long long* out) {
     if (s == nullptr || *s < '0' || *s > '9') return false;
     char* end = nullptr;
-    unsigned long v = strtoul(s, &end, 10);
+    unsigned long long v = strtoull(s, &end, 10);
     if (*end != '\0' || v > max) return false;
     *out = v;
     return true;
@@ -234,8 +378,8 @@ bool parse_uint(const char* s, unsigned long max, unsigned long* out) {
 
 // Returns false (after printing the reason) on bad arguments.
 bool parse_args(int argc, char** argv, Args* a) {
-    bool list = false, device = false, peer = false, cycles = false, chunks = false, no_smoke = false;
-    unsigned long v = 0, w = 0;
+    bool list = false, device = false, peers = false, plan = false, cycles = false, no_smoke = false;
+    unsigned long long v = 0, w = 0;
     for (int i = 1; i < argc; ++i) {
         const char* arg = argv[i];
         const char* next = i + 1 < argc ? argv[i + 1] : nullptr;
@@ -246,26 +390,22 @@ bool parse_args(int argc, char** argv, Args* a) {
             a->device = (int)v;
             device = true;
             ++i;
-        } else if (strcmp(arg, "--peer") == 0 && !peer) {
+        } else if (strcmp(arg, "--peers") == 0 && !peers) {
+            peers = true;
+        } else if (strcmp(arg, "--plan") == 0 && !plan) {
             const char* next2 = i + 2 < argc ? argv[i + 2] : nullptr;
-            if (!parse_uint(next, 1u << 20, &v) || !parse_uint(next2, 1u << 20, &w)) {
-                usage("--peer needs two device indices");
+            if (!parse_uint(next, 1ull << 40, &v) || !parse_uint(next2, 1ull << 50, &w) || v == 0) {
+                usage("--plan needs a granularity (> 0) and free bytes");
                 return false;
             }
-            if (v == w) { usage("--peer needs two different devices"); return false; }
-            a->peer_from = (int)v;
-            a->peer_to = (int)w;
-            peer = true;
+            a->plan_granularity = v;
+            a->plan_free = w;
+            plan = true;
             i += 2;
         } else if (strcmp(arg, "--cycles") == 0 && !cycles) {
-            if (!parse_uint(next, 1000000000ul, &v) || v == 0) { usage("--cycles needs a count >= 1"); return false; }
+            if (!parse_uint(next, 1000000000ull, &v) || v == 0) { usage("--cycles needs a count >= 1"); return false; }
             a->cycles = (uint32_t)v;
             cycles = true;
-            ++i;
-        } else if (strcmp(arg, "--chunks") == 0 && !chunks) {
-            if (!parse_uint(next, 1u << 20, &v) || v == 0) { usage("--chunks needs a count >= 1"); return false; }
-            a->chunks = (uint32_t)v;
-            chunks = true;
             ++i;
         } else if (strcmp(arg, "--no-smoke") == 0 && !no_smoke) {
             a->smoke = false;
@@ -276,16 +416,39 @@ bool parse_args(int argc, char** argv, Args* a) {
             return false;
         }
     }
-    if ((int)list + (int)device + (int)peer != 1) {
-        usage("give exactly one of --list, --device N, --peer A B");
+    if ((int)list + (int)device + (int)peers + (int)plan != 1) {
+        usage("give exactly one of --list, --device N, --peers, --plan G F");
         return false;
     }
-    if (!device && (cycles || chunks || no_smoke)) {
-        usage("--cycles, --chunks and --no-smoke go with --device");
+    if (!device && (cycles || no_smoke)) {
+        usage("--cycles and --no-smoke go with --device");
         return false;
     }
-    a->mode = list ? Mode::List : device ? Mode::Device : Mode::Peer;
+    a->mode = list ? Mode::List : device ? Mode::Device : peers ? Mode::Peers : Mode::Plan;
     return true;
+}
+
+void emit_plan(uint64_t granularity, uint64_t free_bytes) {
+    const Schedule s = make_schedule(granularity, free_bytes);
+    std::string g = "[";
+    bool first = true;
+    const struct {
+        const char* phase;
+        const std::vector<Growth>* v;
+    } phases[] = {{"cycle", &s.cycle}, {"long", &s.lng}};
+    for (const auto& ph : phases) {
+        for (const Growth& x : *ph.v) {
+            if (!first) g += ",";
+            first = false;
+            g += "{\"phase\":\"" + std::string(ph.phase) + "\",\"pool\":" + std::to_string(x.pool) +
+                 ",\"offset\":" + std::to_string((unsigned long long)x.offset) +
+                 ",\"bytes\":" + std::to_string((unsigned long long)x.bytes) + "}";
+        }
+    }
+    g += "]";
+    printf("{\"event\":\"plan\",\"version\":%u,\"min_cycles\":%u,\"pools\":%u,\"long_target\":%llu,\"growths\":%s}\n",
+           kPlanVersion, kPlanMinCycles, kPlanPools, (unsigned long long)s.long_target, g.c_str());
+    fflush(stdout);
 }
 
 // ------------------------------------------------------------------------------------------ hello
@@ -323,6 +486,7 @@ int emit_hello() {
         .str_or_null("runtime_version", has_rt, rt_s)
         .str_or_null("driver_version", has_drv, drv_s)
         .i64("device_count", count)
+        .f64("init_ms", ms_since(g_started))
         .error("error", err)
         .emit();
     return count;
@@ -456,8 +620,9 @@ DeviceFacts query_device(int index) {
     return f;
 }
 
-void emit_device(const DeviceFacts& f) {
-    Line("device")
+void emit_device(const DeviceFacts& f, double context_ms, double queries_ms) {
+    Line l("device");
+    l
         .i64("index", f.index)
         .str("name", f.name)
         .str("arch", f.arch)
@@ -470,290 +635,677 @@ void emit_device(const DeviceFacts& f) {
         .u64_or_null("wave_size", f.has_wave, f.wave)
         .bool_or_null("vmm_supported", f.vmm)
         .u64_or_null("granularity_min", f.has_gmin, f.gmin)
-        .u64_or_null("granularity_recommended", f.has_grec, f.grec)
-        .error("error", f.error)
-        .emit();
+        .u64_or_null("granularity_recommended", f.has_grec, f.grec);
+    if (context_ms >= 0) l.f64("context_ms", context_ms); else l.null("context_ms");
+    l.f64("queries_ms", queries_ms).error("error", f.error).emit();
 }
 
 // ----------------------------------------------------------------------------------------- smoke
+
+struct BadWords {
+    uint64_t mismatches = 0;
+    uint64_t first_offset = 0;  // bytes from the pool's base
+    bool has_seen = false;
+    uint32_t seen = 0;
+    uint32_t expected = 0;
+    const char* check = nullptr;  // gpu, busy, settle, host
+};
 
 struct SmokeResult {
     bool pass = false;
     const char* failed_stage = nullptr;
     ApiError error;
+    uint32_t failed_cycle = 0;
+    int failed_pool = -1;
+    int failed_growth = -1;
     uint32_t cycles_done = 0;
     uint32_t cycles = 0;
-    uint32_t chunks = 0;
     uint64_t chunk_bytes = 0;
-    uint64_t mismatches = 0;
+    bool has_schedule = false;
+    uint64_t growths_per_cycle = 0, long_growths = 0, long_target = 0;
+    uint64_t smallest = 0, largest = 0, largest_pool = 0, host_checked = 0;
     bool has_bad = false;
-    uint64_t first_bad_offset = 0;
-    bool has_bad_value = false;
-    uint32_t first_bad_value = 0;
-    uint32_t expected_value = 0;
+    BadWords bad;
     int whole_range_helped = -1;
     bool has_free_before = false, has_free_after = false;
     uint64_t free_before = 0, free_after = 0;
     double elapsed_ms = 0.0;
+    double long_ms = -1.0;
 };
 
 void emit_smoke(const SmokeResult& s) {
     Line l("smoke");
-    l.str("outcome", s.pass ? "pass" : "fail");
+    l.str("outcome", s.pass ? "pass" : "fail").u64("plan_version", kPlanVersion);
     if (s.failed_stage != nullptr) l.str("failed_stage", s.failed_stage); else l.null("failed_stage");
-    l.error("error", s.error)
-        .u64("cycles_done", s.cycles_done)
+    l.error("error", s.error);
+    l.u64_or_null("failed_cycle", s.failed_stage != nullptr, s.failed_cycle);
+    l.u64_or_null("failed_pool", s.failed_pool >= 0, (uint64_t)s.failed_pool);
+    l.u64_or_null("failed_growth", s.failed_growth >= 0, (uint64_t)s.failed_growth);
+    l.u64("cycles_done", s.cycles_done)
         .u64("cycles", s.cycles)
-        .u64("chunks_per_cycle", s.chunks)
+        .u64("min_cycles", kPlanMinCycles)
+        .u64("pools", kPlanPools)
+        .u64_or_null("chunks_per_cycle", s.has_schedule, s.growths_per_cycle)
         .u64("chunk_bytes", s.chunk_bytes)
-        .u64("reserve_bytes", kReserveBytes)
-        .u64("mismatches", s.mismatches)
-        .u64_or_null("first_bad_offset", s.has_bad, s.first_bad_offset)
-        .u64_or_null("first_bad_value", s.has_bad_value, s.first_bad_value)
-        .u64_or_null("expected_value", s.has_bad, s.expected_value)
-        .bool_or_null("whole_range_access_helped", s.whole_range_helped)
+        .u64_or_null("smallest_chunk_bytes", s.smallest > 0, s.smallest)
+        .u64_or_null("largest_chunk_bytes", s.largest > 0, s.largest)
+        .u64("largest_pool_bytes", s.largest_pool)
+        .u64_or_null("long_target_bytes", s.has_schedule, s.long_target)
+        .u64_or_null("long_growths", s.has_schedule, s.long_growths)
+        .u64("host_checked_bytes", s.host_checked)
+        .u64("reserve_bytes", kPlanReserveBytes)
+        .u64("mismatches", s.has_bad ? s.bad.mismatches : 0)
+        .u64_or_null("first_bad_offset", s.has_bad, s.bad.first_offset)
+        .u64_or_null("first_bad_value", s.has_bad && s.bad.has_seen, s.bad.seen)
+        .u64_or_null("expected_value", s.has_bad, s.bad.expected);
+    if (s.has_bad) l.str("bad_check", s.bad.check); else l.null("bad_check");
+    l.bool_or_null("whole_range_access_helped", s.whole_range_helped)
         .u64_or_null("vram_free_before", s.has_free_before, s.free_before)
         .u64_or_null("vram_free_after", s.has_free_after, s.free_after)
-        .f64("elapsed_ms", s.elapsed_ms)
-        .emit();
+        .f64("elapsed_ms", s.elapsed_ms);
+    if (s.long_ms >= 0) l.f64("long_phase_ms", s.long_ms); else l.null("long_phase_ms");
+    l.emit();
 }
+
+// One reservation as llama.cpp keeps it (the HIP pool also records every mapping, to unmap them
+// one by one: ROCR-Runtime#285).
+struct PoolState {
+    gp_va base = 0;
+    uint64_t size = 0;
+    std::vector<Growth> mappings;
+};
+
+// What a counter slot checked.
+struct SlotUse {
+    uint32_t pool;
+    int growth;
+    const char* check;
+    const char* stage;
+};
+
+struct Run {
+    SmokeResult* s;
+    gpStream_t stream = nullptr;
+    unsigned long long* slots = nullptr;  // kSlots x {count, first bad word}
+    gpMemAllocationProp prop;
+    gpMemAccessDesc access;
+    long long busy_ticks = 0;
+    std::vector<SlotUse> uses;
+
+    bool fail(const char* stage, const ApiError& e, uint32_t cycle, int pool = -1, int growth = -1) {
+        s->failed_stage = stage;
+        s->error = e;
+        s->failed_cycle = cycle;
+        s->failed_pool = pool;
+        s->failed_growth = growth;
+        return false;
+    }
+
+    bool reset_slots(uint32_t cycle, const char* stage) {
+        static unsigned long long init[kSlots * 2];
+        for (size_t i = 0; i < kSlots; ++i) {
+            init[2 * i] = 0;
+            init[2 * i + 1] = ~0ull;
+        }
+        uses.clear();
+        gpError_t r = gpMemcpyAsync(slots, init, sizeof init, gpMemcpyHostToDevice, stream);
+        return r == gpSuccess || fail(stage, rt_error("MemcpyAsync", r), cycle);
+    }
+
+    unsigned long long* take_slot(uint32_t pool, int growth, const char* check, const char* stage) {
+        if (uses.size() >= kSlots) return nullptr;
+        uses.push_back(SlotUse{pool, growth, check, stage});
+        return slots + 2 * (uses.size() - 1);
+    }
+
+    void grew(uint64_t chunk, uint64_t pool_size) {
+        if (s->smallest == 0 || chunk < s->smallest) s->smallest = chunk;
+        if (chunk > s->largest) s->largest = chunk;
+        if (pool_size > s->largest_pool) s->largest_pool = pool_size;
+    }
+
+    bool launch_verify(const PoolState& p, uint64_t begin_word, uint64_t words, uint32_t seed,
+                       unsigned long long* slot, uint32_t cycle, uint32_t pool, int growth, const char* stage) {
+        if (slot == nullptr) return fail(stage, make_error("gpuprobe", 0, "TOO_MANY_CHECKS", "out of counter slots"), cycle, (int)pool, growth);
+        const unsigned vb = blocks_for(words);
+        gp_verify<<<vb, kThreadsPerBlock, 0, stream>>>((const uint32_t*)(uintptr_t)p.base, begin_word, words, seed,
+                                                       slot, kThreadsPerBlock, vb);
+        gpError_t r = gpGetLastError();
+        return r == gpSuccess || fail(stage, rt_error("LaunchKernel", r), cycle, (int)pool, growth);
+    }
+
+    // One growth exactly as ggml_cuda_pool_vmm::alloc does it, then the write kernel over the new
+    // chunk and the verify kernel over the whole pool, queued with no host wait.
+    bool grow(std::vector<PoolState>& pools, const Growth& g, uint32_t c, int growth, bool fine) {
+        PoolState& p = pools[g.pool];
+        const int pool = (int)g.pool;
+        emit_stage("create", c, g.pool, (uint32_t)growth);
+        gpMemHandle h;
+        memset(&h, 0, sizeof h);
+        gpDrvResult d = gpMemCreate(&h, g.bytes, &prop, 0);
+        if (d != (gpDrvResult)0) return fail("create", drv_error("MemCreate", d), c, pool, growth);
+        if (p.base == 0) {
+            if (fine) emit_stage("reserve", c, g.pool, (uint32_t)growth);
+            d = gpMemAddressReserve(&p.base, kPlanReserveBytes, 0, 0, 0);
+            if (d != (gpDrvResult)0) {
+                (void)gpMemRelease(h);
+                return fail("reserve", drv_error("MemAddressReserve", d), c, pool, growth);
+            }
+        }
+        const gp_va at = p.base + g.offset;
+        if (fine) emit_stage("map", c, g.pool, (uint32_t)growth);
+        d = gpMemMap(at, g.bytes, 0, h, 0);
+        if (d != (gpDrvResult)0) {
+            (void)gpMemRelease(h);
+            return fail("map", drv_error("MemMap", d), c, pool, growth);
+        }
+        p.mappings.push_back(g);
+        p.size = g.offset + g.bytes;
+        if (fine) emit_stage("release", c, g.pool, (uint32_t)growth);
+        d = gpMemRelease(h);
+        if (d != (gpDrvResult)0) return fail("release", drv_error("MemRelease", d), c, pool, growth);
+        if (fine) emit_stage("set_access", c, g.pool, (uint32_t)growth);
+        const gp_va access_at = (GPUPROBE_TEST_FAULT == 2 && growth == 3) ? at + 4096 : at;
+        d = gpMemSetAccess(access_at, g.bytes, &access, 1);
+        if (d != (gpDrvResult)0) {
+            ApiError e = drv_error("MemSetAccess", d);
+            // Would access over everything mapped so far work (llama.cpp PR #23900)?
+            gpDrvResult whole = gpMemSetAccess(p.base, p.size, &access, 1);
+            s->whole_range_helped = whole == (gpDrvResult)0;
+            (void)gpGetLastError();
+            return fail("set_access", e, c, pool, growth);
+        }
+        grew(g.bytes, p.size);
+        const uint32_t seed = seed_of(c, g.pool);
+        if (fine) emit_stage("write", c, g.pool, (uint32_t)growth);
+        const unsigned wb = blocks_for(g.bytes / 4);
+        if (!(GPUPROBE_TEST_FAULT == 1 && c == 3 && growth == 4))
+            gp_write<<<wb, kThreadsPerBlock, 0, stream>>>((uint32_t*)(uintptr_t)p.base, g.offset / 4, g.bytes / 4, seed,
+                                                          kThreadsPerBlock, wb);
+        gpError_t r = gpGetLastError();
+        if (r != gpSuccess) return fail("write", rt_error("LaunchKernel", r), c, pool, growth);
+        if (fine) emit_stage("verify", c, g.pool, (uint32_t)growth);
+        return launch_verify(p, 0, p.size / 4, seed, take_slot(g.pool, growth, "gpu", "verify"), c, g.pool, growth,
+                             "verify");
+    }
+
+    // Waits for everything queued, then reads the counter slots.
+    bool sync_and_check(const std::vector<PoolState>& pools, uint32_t c) {
+        emit_stage("sync", c, 0, 0);
+        gpError_t r = gpStreamSynchronize(stream);
+        if (r != gpSuccess) return fail("sync", rt_error("StreamSynchronize", r), c);
+        unsigned long long got[kSlots * 2];
+        r = gpMemcpy(got, slots, sizeof got, gpMemcpyDeviceToHost);
+        if (r != gpSuccess) return fail("sync", rt_error("Memcpy", r), c);
+        for (size_t i = 0; i < uses.size(); ++i) {
+            if (got[2 * i] == 0) continue;
+            const SlotUse& u = uses[i];
+            const uint64_t word = got[2 * i + 1];
+            s->has_bad = true;
+            s->bad.mismatches = got[2 * i];
+            s->bad.first_offset = word * 4;
+            s->bad.expected = host_value(word, seed_of(c, u.pool));
+            s->bad.check = u.check;
+            uint32_t seen = 0;
+            if (gpMemcpy(&seen, (const void*)(uintptr_t)(pools[u.pool].base + word * 4), sizeof seen,
+                         gpMemcpyDeviceToHost) == gpSuccess) {
+                s->bad.seen = seen;
+                s->bad.has_seen = true;
+            }
+            (void)gpGetLastError();
+            std::string msg = std::to_string((unsigned long long)got[2 * i]) + " words were wrong (" + u.check + " check)";
+            return fail(u.stage, make_error(strcmp(u.check, "busy") == 0 ? "gpuprobe_busy" : "gpuprobe_verify", 0,
+                                            "MISMATCH", msg.c_str()),
+                        c, (int)u.pool, u.growth);
+        }
+        return true;
+    }
+
+    // Copies the pool to the host piece by piece and compares there; a second thread compares one
+    // piece while the next is copied.
+    bool host_check(const PoolState& p, uint32_t pool, uint32_t c) {
+        const uint64_t piece_words = kHostPieceBytes / 4;
+        const uint64_t total = p.size / 4;
+        const uint32_t seed = seed_of(c, pool);
+        std::vector<uint32_t> buf[2] = {std::vector<uint32_t>(piece_words), std::vector<uint32_t>(piece_words)};
+        uint64_t bad = 0, first_bad = ~0ull;
+        uint32_t seen = 0;
+        std::thread worker;
+        gpError_t r = gpSuccess;
+        int k = 0;
+        for (uint64_t w = 0; w < total; w += piece_words, ++k) {
+            const uint64_t n = total - w < piece_words ? total - w : piece_words;
+            std::vector<uint32_t>& b = buf[k % 2];
+            r = gpMemcpy(b.data(), (const void*)(uintptr_t)(p.base + w * 4), n * 4, gpMemcpyDeviceToHost);
+            if (worker.joinable()) worker.join();
+            if (r != gpSuccess) break;
+            s->host_checked += n * 4;
+            worker = std::thread([&bad, &first_bad, &seen, &b, n, w, seed]() {
+                uint64_t at = ~0ull;
+                const uint64_t m = host_compare(b.data(), n, w, seed, &at);
+                if (m != 0 && first_bad == ~0ull) {
+                    first_bad = at;
+                    seen = b[at - w];
+                }
+                bad += m;
+            });
+        }
+        if (worker.joinable()) worker.join();
+        if (r != gpSuccess) return fail("host_compare", rt_error("Memcpy", r), c, (int)pool);
+        if (bad != 0) {
+            s->has_bad = true;
+            s->bad.mismatches = bad;
+            s->bad.first_offset = first_bad * 4;
+            s->bad.seen = seen;
+            s->bad.has_seen = true;
+            s->bad.expected = host_value(first_bad, seed);
+            s->bad.check = "host";
+            std::string msg = std::to_string((unsigned long long)bad) + " words copied to the host were wrong";
+            return fail("host_compare", make_error("host compare", 0, "MISMATCH", msg.c_str()), c, (int)pool);
+        }
+        return true;
+    }
+
+    // The long phase: growth past the target with a busy kernel on already-mapped memory during each
+    // growth; then sleep, verify everything again, and compare on the host.
+    bool long_phase(std::vector<PoolState>& pools, const Schedule& sch, uint32_t c) {
+        for (size_t j = 0; j < sch.lng.size(); ++j) {
+            const Growth& g = sch.lng[j];
+            const int growth = (int)(sch.cycle.size() + j);
+            const PoolState& p = pools[g.pool];
+            if (p.size > 0) {
+                unsigned long long* slot = take_slot(g.pool, growth, "busy", "busy");
+                if (slot == nullptr) return fail("busy", make_error("gpuprobe", 0, "TOO_MANY_CHECKS", "out of counter slots"), c);
+                emit_stage("busy", c, g.pool, (uint32_t)growth);
+                gp_busy<<<kBusyBlocks, kThreadsPerBlock, 0, stream>>>((const uint32_t*)(uintptr_t)p.base, p.size / 4,
+                                                                      seed_of(c, g.pool), slot, busy_ticks,
+                                                                      kThreadsPerBlock, kBusyBlocks);
+                gpError_t r = gpGetLastError();
+                if (r != gpSuccess) return fail("busy", rt_error("LaunchKernel", r), c, (int)g.pool, growth);
+            }
+            if (!grow(pools, g, c, growth, true)) return false;
+        }
+        if (!sync_and_check(pools, c)) return false;
+        emit_stage("settle", c, 0, 0);
+        std::this_thread::sleep_for(std::chrono::microseconds(kPlanSettleUs));
+        if (!reset_slots(c, "settle")) return false;
+        for (uint32_t q = 0; q < kPlanPools; ++q) {
+            if (pools[q].size == 0) continue;
+            if (!launch_verify(pools[q], 0, pools[q].size / 4, seed_of(c, q), take_slot(q, -1, "settle", "settle"), c, q,
+                               -1, "settle"))
+                return false;
+        }
+        if (!sync_and_check(pools, c)) return false;
+        emit_stage("host_compare", c, 0, 0);
+        for (uint32_t q = 0; q < kPlanPools; ++q)
+            if (pools[q].size > 0 && !host_check(pools[q], q, c)) return false;
+        return true;
+    }
+
+    // One cycle: fresh pools grown by the plan (and the long phase in cycle 0), every check, then
+    // unmapped and freed the way llama.cpp's destructor does it.
+    bool cycle(const Schedule& sch, uint32_t c) {
+        const bool first = c == 0;
+        std::vector<PoolState> pools(kPlanPools);
+        if (!reset_slots(c, "verify")) return false;
+        for (size_t i = 0; i < sch.cycle.size(); ++i)
+            if (!grow(pools, sch.cycle[i], c, (int)i, first)) return false;
+        // Cycle 0 ends with the late checks (after the long growths, when there are any).
+        if (first) {
+            const auto t = std::chrono::steady_clock::now();
+            if (!long_phase(pools, sch, c)) return false;
+            s->long_ms = ms_since(t);
+        } else if (!sync_and_check(pools, c)) {
+            return false;
+        }
+        emit_stage("unmap", c, 0, 0);
+        for (uint32_t q = 0; q < kPlanPools; ++q) {
+            PoolState& p = pools[q];
+            if (p.base == 0) continue;
+#if GP_HIP
+            // The HIP pool unmaps mapping by mapping (ROCR-Runtime#285) ...
+            for (const Growth& m : p.mappings) {
+                gpDrvResult d = gpMemUnmap(p.base + m.offset, m.bytes);
+                if (d != (gpDrvResult)0) return fail("unmap", drv_error("MemUnmap", d), c, (int)q);
+            }
+#else
+            // ... the CUDA pool its whole range at once.
+            gpDrvResult d0 = gpMemUnmap(p.base, p.size);
+            if (d0 != (gpDrvResult)0) return fail("unmap", drv_error("MemUnmap", d0), c, (int)q);
+#endif
+            if (first) emit_stage("free", c, q, 0);
+            gpDrvResult d = gpMemAddressFree(p.base, kPlanReserveBytes);
+            if (d != (gpDrvResult)0) return fail("free", drv_error("MemAddressFree", d), c, (int)q);
+        }
+        return true;
+    }
+};
 
 // Runs the smoke test on device f.index and fills *s. A failure returns at once: nothing is
 // unmapped or freed afterwards (process exit does that), so a faulted device cannot hang the report.
-void run_smoke(const DeviceFacts& f, uint32_t cycles, uint32_t chunks, SmokeResult* s) {
+void run_smoke(const DeviceFacts& f, uint32_t cycles, SmokeResult* s) {
     s->cycles = cycles;
-    s->chunks = chunks;
-    auto fail = [s](const char* stage, const ApiError& e) {
-        s->failed_stage = stage;
-        s->error = e;
-    };
-
-    // ---- context: device, driver entry points, granularity, counters
-    emit_stage("context", 0, 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    Run run;
+    run.s = s;
+    emit_stage("context", 0, 0, 0);
     gpError_t r = gpSetDevice(f.index);
-    if (r != gpSuccess) return fail("context", rt_error("SetDevice", r));
+    if (r != gpSuccess) { run.fail("context", rt_error("SetDevice", r), 0); return; }
     GpDrvLoadError le;
-    if (!gpDriverLoad(&le)) return fail("context", load_error(le));
+    if (!gpDriverLoad(&le)) { run.fail("context", load_error(le), 0); return; }
     gpDevice dev = f.drv_device;
     gpDrvResult d;
     if (!f.has_drv_device) {
         d = gpDeviceGet(&dev, f.index);
-        if (d != (gpDrvResult)0) return fail("context", drv_error("DeviceGet", d));
+        if (d != (gpDrvResult)0) { run.fail("context", drv_error("DeviceGet", d), 0); return; }
     }
-    const gpMemAllocationProp prop = gp_pinned_prop(dev);
-    const gpMemAccessDesc access = gp_readwrite_access(dev);
-    uint64_t chunk = f.grec;
+    run.prop = gp_pinned_prop(dev);
+    run.access = gp_readwrite_access(dev);
+    uint64_t granularity = f.grec;
     if (!f.has_grec) {
         size_t g = 0;
-        d = gpMemGetAllocationGranularity(&g, &prop, GP_GRANULARITY_RECOMMENDED);
-        if (d != (gpDrvResult)0) return fail("context", drv_error("MemGetAllocationGranularity", d));
-        chunk = g;
+        d = gpMemGetAllocationGranularity(&g, &run.prop, GP_GRANULARITY_RECOMMENDED);
+        if (d != (gpDrvResult)0) { run.fail("context", drv_error("MemGetAllocationGranularity", d), 0); return; }
+        granularity = g;
     }
-    s->chunk_bytes = chunk;
-    if (chunk == 0 || chunk % 4 != 0 || (uint64_t)chunks * chunk > kReserveBytes) {
-        return fail("context", make_error("gpuprobe", 0, "bad_chunk_size",
-                                          "chunks x granularity does not fit the 32 GiB reservation"));
+    s->chunk_bytes = granularity;
+    if (granularity == 0 || granularity % 4 != 0) {
+        run.fail("context", make_error("gpuprobe", 0, "bad_granularity", "the allocation granularity is not a multiple of 4"), 0);
+        return;
     }
-    uint32_t* counters = nullptr;
-    r = gpMalloc((void**)&counters, 2 * sizeof(uint32_t));
-    if (r != gpSuccess) return fail("context", rt_error("Malloc", r));
+    run.busy_ticks = (long long)kPlanBusyUs * gpWallTicksPerMs(f.index) / 1000;
+    r = gpStreamCreateWithFlags(&run.stream, gpStreamNonBlocking);
+    if (r != gpSuccess) { run.fail("context", rt_error("StreamCreateWithFlags", r), 0); return; }
+    r = gpMalloc((void**)&run.slots, kSlots * 2 * sizeof(unsigned long long));
+    if (r != gpSuccess) { run.fail("context", rt_error("Malloc", r), 0); return; }
     size_t free_b = 0, total_b = 0;
     r = gpMemGetInfo(&free_b, &total_b);
-    if (r != gpSuccess) return fail("context", rt_error("MemGetInfo", r));
+    if (r != gpSuccess) { run.fail("context", rt_error("MemGetInfo", r), 0); return; }
     s->free_before = free_b;
     s->has_free_before = true;
-
-    const uint32_t counters_init[2] = {0u, 0xFFFFFFFFu};
-    const auto t0 = std::chrono::steady_clock::now();
-    auto finish = [s, t0]() {
-        s->elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    };
+    const Schedule sch = make_schedule(granularity, free_b);
+    s->has_schedule = true;
+    s->growths_per_cycle = sch.cycle.size();
+    s->long_growths = sch.lng.size();
+    s->long_target = sch.long_target;
 
     for (uint32_t c = 0; c < cycles; ++c) {
         Line("cycle").u64("cycle", c).emit();
-
-        if (c == 0) emit_stage("reserve", c, 0);
-        gp_va base = 0;
-        d = gpMemAddressReserve(&base, kReserveBytes, 0, 0, 0);
-        if (d != (gpDrvResult)0) { finish(); return fail("reserve", drv_error("MemAddressReserve", d)); }
-
-        for (uint32_t k = 0; k < chunks; ++k) {
-            const gp_va at = base + (gp_va)k * chunk;
-            r = gpMemcpy(counters, counters_init, sizeof counters_init, gpMemcpyHostToDevice);
-            if (r != gpSuccess) { finish(); return fail("verify", rt_error("Memcpy", r)); }
-
-            if (c == 0) emit_stage("create", c, k);
-            gpMemHandle h;
-            memset(&h, 0, sizeof h);
-            d = gpMemCreate(&h, chunk, &prop, 0);
-            if (d != (gpDrvResult)0) { finish(); return fail("create", drv_error("MemCreate", d)); }
-
-            if (c == 0) emit_stage("map", c, k);
-            d = gpMemMap(at, chunk, 0, h, 0);
-            if (d != (gpDrvResult)0) { finish(); return fail("map", drv_error("MemMap", d)); }
-
-            if (c == 0) emit_stage("release", c, k);
-            d = gpMemRelease(h);
-            if (d != (gpDrvResult)0) { finish(); return fail("release", drv_error("MemRelease", d)); }
-
-            if (c == 0) emit_stage("set_access", c, k);
-            const gp_va access_at = (GPUPROBE_TEST_FAULT == 2 && k == 1) ? at + 4096 : at;
-            d = gpMemSetAccess(access_at, chunk, &access, 1);
-            if (d != (gpDrvResult)0) {
-                ApiError e = drv_error("MemSetAccess", d);
-                // Would access over everything mapped so far work (the gfx1151 workaround)?
-                gpDrvResult whole = gpMemSetAccess(base, (size_t)(k + 1) * chunk, &access, 1);
-                s->whole_range_helped = whole == (gpDrvResult)0;
-                finish();
-                return fail("set_access", e);
-            }
-
-            // No host delay from here to the kernels (in cycle 0 only the stage lines).
-            const uint64_t new_words = chunk / 4;
-            const uint64_t all_words = (uint64_t)(k + 1) * chunk / 4;
-            uint32_t* words = (uint32_t*)(uintptr_t)base;
-            if (c == 0) emit_stage("write", c, k);
-            const unsigned wb = blocks_for(new_words);
-            if (!(GPUPROBE_TEST_FAULT == 1 && c == 3 && k == 1))
-                gp_write<<<wb, kThreadsPerBlock>>>(words, (uint64_t)k * new_words, new_words, c, kThreadsPerBlock, wb);
-            r = gpGetLastError();
-            if (r != gpSuccess) { finish(); return fail("write", rt_error("LaunchKernel", r)); }
-
-            if (c == 0) emit_stage("verify", c, k);
-            const unsigned vb = blocks_for(all_words);
-            gp_verify<<<vb, kThreadsPerBlock>>>(words, all_words, c, counters, kThreadsPerBlock, vb);
-            r = gpGetLastError();
-            if (r != gpSuccess) { finish(); return fail("verify", rt_error("LaunchKernel", r)); }
-            r = gpDeviceSynchronize();
-            if (r != gpSuccess) { finish(); return fail("verify", rt_error("DeviceSynchronize", r)); }
-            uint32_t got[2] = {0, 0};
-            r = gpMemcpy(got, counters, sizeof got, gpMemcpyDeviceToHost);
-            if (r != gpSuccess) { finish(); return fail("verify", rt_error("Memcpy", r)); }
-            if (got[0] != 0) {
-                finish();
-                s->mismatches = got[0];
-                s->has_bad = true;
-                s->first_bad_offset = (uint64_t)got[1] * 4;
-                s->expected_value = host_value(got[1], c);
-                uint32_t bad = 0;
-                if (gpMemcpy(&bad, words + got[1], sizeof bad, gpMemcpyDeviceToHost) == gpSuccess) {
-                    s->first_bad_value = bad;
-                    s->has_bad_value = true;
-                }
-                (void)gpGetLastError();
-                s->failed_stage = "verify";
-                return;
-            }
+        if (!run.cycle(sch, c)) {
+            s->elapsed_ms = ms_since(t0);
+            return;
         }
-
-        // Unmap chunk by chunk, as the HIP pool does (ROCR-Runtime#285), then drop the range.
-        for (uint32_t k = 0; k < chunks; ++k) {
-            if (c == 0) emit_stage("unmap", c, k);
-            d = gpMemUnmap(base + (gp_va)k * chunk, chunk);
-            if (d != (gpDrvResult)0) { finish(); return fail("unmap", drv_error("MemUnmap", d)); }
-        }
-        if (c == 0) emit_stage("free", c, 0);
-        d = gpMemAddressFree(base, kReserveBytes);
-        if (d != (gpDrvResult)0) { finish(); return fail("free", drv_error("MemAddressFree", d)); }
         s->cycles_done = c + 1;
     }
-    finish();
-
-    emit_stage("vram_check", cycles, 0);
+    emit_stage("vram_check", cycles, 0, 0);
     r = gpMemGetInfo(&free_b, &total_b);
-    if (r != gpSuccess) return fail("vram_check", rt_error("MemGetInfo", r));
+    s->elapsed_ms = ms_since(t0);
+    if (r != gpSuccess) { run.fail("vram_check", rt_error("MemGetInfo", r), cycles); return; }
     s->free_after = free_b;
     s->has_free_after = true;
     if (s->free_after + kVramSlackBytes < s->free_before) {
-        s->failed_stage = "vram_check";
+        run.fail("vram_check", make_error("gpuprobe", 0, "VRAM_NOT_RETURNED", "VRAM did not come back after unmap and release"), cycles);
         return;
     }
-    (void)gpFree(counters);
+    (void)gpStreamDestroy(run.stream);
+    (void)gpFree(run.slots);
     s->pass = true;
 }
 
-// ------------------------------------------------------------------------------------------ peer
+// ----------------------------------------------------------------------------------------- peers
 
-void run_peer(int from, int to, int count) {
-    int can = 0;
-    int copy_ok = -1;
+// One device's handles in the peer child.
+struct PeerDev {
+    bool ok = false;
+    ApiError error;
+    gpDevice drv = 0;
+    gpStream_t stream = nullptr;
+    unsigned long long* slot = nullptr;
+};
+
+// How reading one owner's pool from one peer went.
+struct PeerRead {
+    bool checked = false;
     uint64_t mismatches = 0;
-    ApiError err;
+    const char* stage = nullptr;
+    ApiError error;
+    bool ok() const { return mismatches == 0 && !error.set; }
+};
+
+// Grows a pool on `owner` (the plan's pool-0 growths), granting access to the owner and every peer
+// in one call as llama.cpp does with GGML_CUDA_P2P or an RCCL build, and verifies each new chunk
+// from each peer with a kernel running there.
+void vmm_read_by_peers(std::vector<PeerDev>& devs, int owner, const std::vector<int>& peers,
+                       std::vector<PeerRead>* out) {
+    out->assign(peers.size(), PeerRead());
+    auto fail_all = [&](const char* stage, const ApiError& e) {
+        for (PeerRead& r : *out) {
+            r.checked = true;
+            r.stage = stage;
+            r.error = e;
+        }
+    };
+    PeerDev& od = devs[owner];
+    if (!od.ok) return fail_all("peer_context", od.error);
+    gpError_t r = gpSetDevice(owner);
+    if (r != gpSuccess) return fail_all("peer_context", rt_error("SetDevice", r));
+    const gpMemAllocationProp prop = gp_pinned_prop(od.drv);
+    size_t granularity = 0;
+    gpDrvResult d = gpMemGetAllocationGranularity(&granularity, &prop, GP_GRANULARITY_RECOMMENDED);
+    if (d != (gpDrvResult)0) return fail_all("peer_context", drv_error("MemGetAllocationGranularity", d));
+    std::vector<gpMemAccessDesc> access;
+    access.push_back(gp_readwrite_access(od.drv));
+    for (int p : peers) access.push_back(gp_readwrite_access(devs[p].drv));
+    const Schedule sch = make_schedule(granularity, 0);
+    const uint32_t seed = seed_of(4096u + (uint32_t)owner, 0);
+    gp_va base = 0;
+    uint64_t size = 0;
+    for (const Growth& g : sch.cycle) {
+        if (g.pool != 0) continue;
+        r = gpSetDevice(owner);
+        if (r != gpSuccess) return fail_all("peer_context", rt_error("SetDevice", r));
+        gpMemHandle h;
+        memset(&h, 0, sizeof h);
+        d = gpMemCreate(&h, g.bytes, &prop, 0);
+        if (d != (gpDrvResult)0) return fail_all("peer_create", drv_error("MemCreate", d));
+        if (base == 0) {
+            d = gpMemAddressReserve(&base, kPlanReserveBytes, 0, 0, 0);
+            if (d != (gpDrvResult)0) return fail_all("peer_reserve", drv_error("MemAddressReserve", d));
+        }
+        d = gpMemMap(base + g.offset, g.bytes, 0, h, 0);
+        if (d != (gpDrvResult)0) return fail_all("peer_map", drv_error("MemMap", d));
+        d = gpMemRelease(h);
+        if (d != (gpDrvResult)0) return fail_all("peer_release", drv_error("MemRelease", d));
+        d = gpMemSetAccess(base + g.offset, g.bytes, access.data(), access.size());
+        if (d != (gpDrvResult)0) return fail_all("peer_set_access", drv_error("MemSetAccess", d));
+        size = g.offset + g.bytes;
+        const unsigned wb = blocks_for(g.bytes / 4);
+        gp_write<<<wb, kThreadsPerBlock, 0, od.stream>>>((uint32_t*)(uintptr_t)base, g.offset / 4, g.bytes / 4, seed,
+                                                        kThreadsPerBlock, wb);
+        r = gpGetLastError();
+        if (r == gpSuccess) r = gpStreamSynchronize(od.stream);
+        if (r != gpSuccess) return fail_all("peer_write", rt_error("StreamSynchronize", r));
+        for (size_t i = 0; i < peers.size(); ++i) {
+            PeerRead& pr = (*out)[i];
+            pr.checked = true;
+            if (!pr.ok()) continue;
+            PeerDev& pd = devs[peers[i]];
+            if (!pd.ok) {
+                pr.stage = "peer_context";
+                pr.error = pd.error;
+                continue;
+            }
+            const unsigned long long init[2] = {0ull, ~0ull};
+            unsigned long long got[2] = {0, 0};
+            r = gpSetDevice(peers[i]);
+            if (r == gpSuccess) r = gpMemcpyAsync(pd.slot, init, sizeof init, gpMemcpyHostToDevice, pd.stream);
+            if (r == gpSuccess) {
+                const unsigned vb = blocks_for(g.bytes / 4);
+                gp_verify<<<vb, kThreadsPerBlock, 0, pd.stream>>>((const uint32_t*)(uintptr_t)base, g.offset / 4,
+                                                                 g.bytes / 4, seed, pd.slot, kThreadsPerBlock, vb);
+                r = gpGetLastError();
+            }
+            if (r == gpSuccess) r = gpStreamSynchronize(pd.stream);
+            if (r == gpSuccess) r = gpMemcpy(got, pd.slot, sizeof got, gpMemcpyDeviceToHost);
+            if (r != gpSuccess) {
+                pr.stage = "peer_verify";
+                pr.error = rt_error("StreamSynchronize", r);
+                (void)gpGetLastError();
+                continue;
+            }
+            pr.mismatches += got[0];
+            if (got[0] != 0) pr.stage = "peer_verify";
+        }
+    }
+    if (base != 0 && gpSetDevice(owner) == gpSuccess) {
+        (void)gpMemUnmap(base, size);
+        (void)gpMemAddressFree(base, kPlanReserveBytes);
+    }
+    (void)gpGetLastError();
+}
+
+// Patterned buffer on `from`, copied to `to` with the peer copy, verified on `to`. Returns copy_ok
+// (-1 unknown, 0 no, 1 yes).
+int peer_copy(int from, int to, bool can, uint64_t* mismatches, ApiError* err) {
     const uint64_t words = kPeerBytes / 4;
     uint32_t* src = nullptr;
     uint32_t* dst = nullptr;
-    uint32_t* counters = nullptr;
-    const uint32_t counters_init[2] = {0u, 0xFFFFFFFFu};
-    uint32_t got[2] = {0, 0};
+    unsigned long long* slot = nullptr;
+    const unsigned long long init[2] = {0ull, ~0ull};
+    unsigned long long got[2] = {0, 0};
     gpError_t r;
-
-    if (from >= count || to >= count) {
-        err = make_error("gpuprobe", 0, "invalid_device_index", "peer device index out of range");
-        goto report;
-    }
-    r = gpDeviceCanAccessPeer(&can, from, to);
-    if (r != gpSuccess) { err = rt_error("DeviceCanAccessPeer", r); can = 0; goto report; }
     if (can) {
         // Enable both ways, as llama.cpp does; "already enabled" is fine.
         r = gpSetDevice(from);
         if (r == gpSuccess) {
             r = gpDeviceEnablePeerAccess(to, 0);
             if (r == gpErrorPeerAccessAlreadyEnabled) r = gpSuccess;
-            if (r != gpSuccess) keep_first(&err, rt_error("DeviceEnablePeerAccess", r));
+            if (r != gpSuccess) keep_first(err, rt_error("DeviceEnablePeerAccess", r));
         } else {
-            keep_first(&err, rt_error("SetDevice", r));
+            keep_first(err, rt_error("SetDevice", r));
         }
         int back = 0;
         if (gpDeviceCanAccessPeer(&back, to, from) == gpSuccess && back && gpSetDevice(to) == gpSuccess) {
             r = gpDeviceEnablePeerAccess(from, 0);
-            if (r != gpSuccess && r != gpErrorPeerAccessAlreadyEnabled) keep_first(&err, rt_error("DeviceEnablePeerAccess", r));
+            if (r != gpSuccess && r != gpErrorPeerAccessAlreadyEnabled) keep_first(err, rt_error("DeviceEnablePeerAccess", r));
         }
         (void)gpGetLastError();
     }
-
-    // Patterned buffer on `from`, copied to `to`, verified on `to`.
     r = gpSetDevice(from);
-    if (r != gpSuccess) { keep_first(&err, rt_error("SetDevice", r)); goto report; }
+    if (r != gpSuccess) { keep_first(err, rt_error("SetDevice", r)); return -1; }
     r = gpMalloc((void**)&src, kPeerBytes);
-    if (r != gpSuccess) { keep_first(&err, rt_error("Malloc", r)); goto report; }
-    gp_write<<<kMaxBlocks, kThreadsPerBlock>>>(src, 0, words, kPeerPatternCycle, kThreadsPerBlock, kMaxBlocks);
+    if (r != gpSuccess) { keep_first(err, rt_error("Malloc", r)); return -1; }
+    gp_write<<<kMaxBlocks, kThreadsPerBlock>>>(src, 0, words, kPeerPatternSeed, kThreadsPerBlock, kMaxBlocks);
     r = gpGetLastError();
     if (r == gpSuccess) r = gpDeviceSynchronize();
-    if (r != gpSuccess) { keep_first(&err, rt_error("DeviceSynchronize", r)); goto report; }
-
+    if (r != gpSuccess) { keep_first(err, rt_error("DeviceSynchronize", r)); return -1; }
     r = gpSetDevice(to);
-    if (r != gpSuccess) { keep_first(&err, rt_error("SetDevice", r)); goto report; }
+    if (r != gpSuccess) { keep_first(err, rt_error("SetDevice", r)); return -1; }
     r = gpMalloc((void**)&dst, kPeerBytes);
-    if (r == gpSuccess) r = gpMalloc((void**)&counters, sizeof counters_init);
-    if (r != gpSuccess) { keep_first(&err, rt_error("Malloc", r)); goto report; }
+    if (r == gpSuccess) r = gpMalloc((void**)&slot, sizeof init);
+    if (r != gpSuccess) { keep_first(err, rt_error("Malloc", r)); return -1; }
     r = gpMemset(dst, 0, kPeerBytes);
-    if (r == gpSuccess) r = gpMemcpy(counters, counters_init, sizeof counters_init, gpMemcpyHostToDevice);
-    if (r != gpSuccess) { keep_first(&err, rt_error("Memcpy", r)); goto report; }
-
+    if (r == gpSuccess) r = gpMemcpy(slot, init, sizeof init, gpMemcpyHostToDevice);
+    if (r != gpSuccess) { keep_first(err, rt_error("Memcpy", r)); return -1; }
     r = gpMemcpyPeer(dst, to, src, from, kPeerBytes);
     if (r == gpSuccess) r = gpDeviceSynchronize();
-    if (r != gpSuccess) {
-        keep_first(&err, rt_error("MemcpyPeer", r));
-        copy_ok = 0;
-        goto report;
-    }
-    gp_verify<<<kMaxBlocks, kThreadsPerBlock>>>(dst, words, kPeerPatternCycle, counters, kThreadsPerBlock, kMaxBlocks);
+    if (r != gpSuccess) { keep_first(err, rt_error("MemcpyPeer", r)); return 0; }
+    gp_verify<<<kMaxBlocks, kThreadsPerBlock>>>(dst, 0, words, kPeerPatternSeed, slot, kThreadsPerBlock, kMaxBlocks);
     r = gpGetLastError();
     if (r == gpSuccess) r = gpDeviceSynchronize();
-    if (r == gpSuccess) r = gpMemcpy(got, counters, sizeof got, gpMemcpyDeviceToHost);
-    if (r != gpSuccess) { keep_first(&err, rt_error("DeviceSynchronize", r)); copy_ok = 0; goto report; }
-    mismatches = got[0];
-    copy_ok = got[0] == 0;
+    if (r == gpSuccess) r = gpMemcpy(got, slot, sizeof got, gpMemcpyDeviceToHost);
+    if (r != gpSuccess) { keep_first(err, rt_error("DeviceSynchronize", r)); return 0; }
+    (void)gpFree(dst);
+    (void)gpFree(slot);
+    if (gpSetDevice(from) == gpSuccess) (void)gpFree(src);
+    *mismatches = got[0];
+    return got[0] == 0 ? 1 : 0;
+}
 
-report:
-    Line("peer")
-        .i64("from", from)
-        .i64("to", to)
-        .boolean("can_access", can != 0)
-        .bool_or_null("copy_ok", copy_ok)
-        .u64("mismatches", mismatches)
-        .error("error", err)
-        .emit();
+// --peers: every pair of devices, in one process started together with the device probes.
+void run_peers(int count) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<PeerDev> devs(count);
+    GpDrvLoadError le;
+    const bool loaded = gpDriverLoad(&le);
+    // Creating a context costs as much as the rest of a device's probe: all of them at once, one
+    // thread per device (the current device is per thread).
+    std::vector<std::thread> openers;
+    for (int i = 0; i < count; ++i) {
+        openers.emplace_back([&devs, &le, loaded, i]() {
+            PeerDev& d = devs[i];
+            gpError_t r = gpSetDevice(i);
+            if (r == gpSuccess) r = gpFree(nullptr);  // creates the context now
+            if (r == gpSuccess) r = gpStreamCreateWithFlags(&d.stream, gpStreamNonBlocking);
+            if (r == gpSuccess) r = gpMalloc((void**)&d.slot, 2 * sizeof(unsigned long long));
+            if (r != gpSuccess) {
+                d.error = rt_error("SetDevice", r);
+                (void)gpGetLastError();
+                return;
+            }
+            if (!loaded) {
+                d.error = load_error(le);
+                return;
+            }
+            gpDrvResult dr = gpDeviceGet(&d.drv, i);
+            if (dr != (gpDrvResult)0) {
+                d.error = drv_error("DeviceGet", dr);
+                return;
+            }
+            d.ok = true;
+        });
+    }
+    for (std::thread& t : openers) t.join();
+    const double contexts_ms = ms_since(t0);
+    // can[a * count + b]: device a can access device b's memory (-1 unknown).
+    std::vector<int> can(count * count, -1);
+    for (int a = 0; a < count; ++a)
+        for (int b = 0; b < count; ++b) {
+            int v = 0;
+            if (a != b && gpDeviceCanAccessPeer(&v, a, b) == gpSuccess) can[a * count + b] = v != 0;
+            (void)gpGetLastError();
+        }
+    // reads[o * count + p]: device p reading device o's pool.
+    std::vector<PeerRead> reads(count * count);
+    for (int o = 0; o < count; ++o) {
+        std::vector<int> peers;
+        for (int p = 0; p < count; ++p)
+            if (p != o && can[p * count + o] == 1) peers.push_back(p);
+        if (peers.empty()) continue;
+        std::vector<PeerRead> r;
+        vmm_read_by_peers(devs, o, peers, &r);
+        for (size_t i = 0; i < peers.size(); ++i) reads[o * count + peers[i]] = r[i];
+    }
+    for (int a = 0; a < count; ++a) {
+        for (int b = a + 1; b < count; ++b) {
+            const auto t = std::chrono::steady_clock::now();
+            uint64_t mismatches = 0;
+            ApiError err;
+            const int copy_ok = peer_copy(a, b, can[a * count + b] == 1, &mismatches, &err);
+            const PeerRead* both[2] = {&reads[a * count + b], &reads[b * count + a]};
+            int checked = 0;
+            uint64_t vmm_mismatches = 0;
+            const PeerRead* bad = nullptr;
+            for (const PeerRead* x : both) {
+                if (!x->checked) continue;
+                ++checked;
+                vmm_mismatches += x->mismatches;
+                if (!x->ok() && bad == nullptr) bad = x;
+            }
+            Line l("peer");
+            l.i64("from", a).i64("to", b).bool_or_null("can_access", can[a * count + b])
+                .bool_or_null("reverse_can_access", can[b * count + a])
+                .bool_or_null("copy_ok", copy_ok)
+                .u64("mismatches", mismatches)
+                .error("error", err)
+                .bool_or_null("vmm_ok", checked == 0 ? -1 : bad == nullptr)
+                .u64("vmm_mismatches", vmm_mismatches);
+            if (bad != nullptr && bad->stage != nullptr) l.str("vmm_stage", bad->stage); else l.null("vmm_stage");
+            ApiError none;
+            l.error("vmm_error", bad != nullptr ? bad->error : none).f64("copy_ms", ms_since(t)).emit();
+        }
+    }
+    Line("peers_done").i64("devices", count).f64("contexts_ms", contexts_ms).f64("elapsed_ms", ms_since(t0)).emit();
 }
 
 }  // namespace
@@ -761,36 +1313,53 @@ report:
 int main(int argc, char** argv) {
     Args args;
     if (!parse_args(argc, argv, &args)) return 2;
+    if (args.mode == Mode::Plan) {
+        emit_plan(args.plan_granularity, args.plan_free);
+        return 0;
+    }
 
     const int count = emit_hello();
     if (count > 0) {
         switch (args.mode) {
             case Mode::List:
-                for (int i = 0; i < count; ++i) emit_device(query_device(i));
+                for (int i = 0; i < count; ++i) emit_device(query_device(i), -1.0, 0.0);
                 break;
             case Mode::Device: {
+                // The parent counts devices without a runtime and may ask for one this runtime
+                // does not show: hello's device_count tells it to drop this probe.
+                if (args.device >= count) break;
+                const auto tc = std::chrono::steady_clock::now();
+                gpError_t r = gpSetDevice(args.device);
+                if (r == gpSuccess) r = gpFree(nullptr);  // creates the context now
+                (void)gpGetLastError();
+                const double context_ms = ms_since(tc);
+                const auto tq = std::chrono::steady_clock::now();
                 DeviceFacts f = query_device(args.device);
-                emit_device(f);
+                emit_device(f, context_ms, ms_since(tq));
                 if (args.smoke) {
                     SmokeResult s;
                     s.cycles = args.cycles;
-                    s.chunks = args.chunks;
                     if (!f.ok) {
                         s.failed_stage = "context";
                         s.error = f.error;
                     } else {
-                        run_smoke(f, args.cycles, args.chunks, &s);
+                        run_smoke(f, args.cycles, &s);
                     }
                     emit_smoke(s);
                 }
                 break;
             }
-            case Mode::Peer:
-                run_peer(args.peer_from, args.peer_to, count);
+            case Mode::Peers:
+                run_peers(count);
+                break;
+            case Mode::Plan:
                 break;
         }
     }
     emit_done();
-    // Leave without running destructors of a runtime that may be in a bad state; stdout is flushed.
-    return 0;
+    // Leave without running the runtime's exit handlers: after a GPU fault they can block, and the
+    // report is complete and flushed.
+    fflush(stdout);
+    fflush(stderr);
+    std::_Exit(0);
 }

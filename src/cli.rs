@@ -92,6 +92,10 @@ pub struct DetectArgs {
     /// numbers). `GPUPROBE_REPLAY=FILE gpuprobe detect` turns it back into the same report.
     #[arg(long, value_name = "FILE")]
     pub dump: Option<PathBuf>,
+    /// Also show where the time went: when each probe started, driver init, context, queries,
+    /// smoke test and peer checks (the JSON report always carries them).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -206,14 +210,16 @@ pub struct ChildArgs {
     pub list: bool,
     #[arg(long)]
     pub device: Option<u32>,
-    #[arg(long, num_args = 2, value_names = ["A", "B"])]
-    pub peer: Option<Vec<u32>>,
+    /// Check every pair of devices (peer access, VMM pool read from the peer, peer copy).
+    #[arg(long)]
+    pub peers: bool,
     #[arg(long, default_value_t = 200)]
     pub cycles: u32,
-    #[arg(long, default_value_t = 4)]
-    pub chunks: u32,
     #[arg(long)]
     pub no_smoke: bool,
+    /// Print the smoke test's growth schedule for GRANULARITY and FREE bytes, load no driver.
+    #[arg(long, num_args = 2, value_names = ["GRANULARITY", "FREE"])]
+    pub plan: Option<Vec<u64>>,
 }
 
 #[derive(Debug, Args)]

@@ -179,7 +179,8 @@ impl Evidence {
             }
             let verdict = match d.smoke.outcome {
                 SmokeOutcome::Pass => Verdict::Pass,
-                SmokeOutcome::NotRun => continue,
+                // Too few cycles to count either way: no evidence.
+                SmokeOutcome::NotRun | SmokeOutcome::Partial => continue,
                 _ => Verdict::Fail,
             };
             let detail = match verdict {

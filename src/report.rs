@@ -60,6 +60,61 @@ pub struct Report {
     /// What stops (or would stop) a GPU from being usable on this host, each with its fix.
     #[serde(default)]
     pub host_checks: Vec<HostCheck>,
+    /// How the probing went: device counting, when each child started, where the time went,
+    /// the peer child. Absent in reports read from files written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_run: Option<ProbeRun>,
+}
+
+/// The parent's view of one `detect`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ProbeRun {
+    /// Wall-clock milliseconds of the whole probe (none in a replay or a dump: nothing ran then).
+    pub wall_ms: Option<f64>,
+    pub backends: Vec<BackendRun>,
+}
+
+/// One backend's probing, as the parent saw it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct BackendRun {
+    pub backend: Option<Backend>,
+    /// How the devices were counted before any driver was loaded: `procfs`, `pci-sysfs`, `kfd`,
+    /// or `hello` (no file said, so the first child's answer was awaited before starting more).
+    pub count_source: String,
+    /// Devices counted that way: that many children started at once.
+    pub counted: u32,
+    /// From the start of `detect` until every child of this backend had exited.
+    pub wall_ms: Option<f64>,
+    /// With status `hang`: the last stage the backend's probe announced before it was killed.
+    pub last_stage: Option<String>,
+    /// The peer child (two or more devices), started with the device children.
+    pub peer: Option<PeerRun>,
+}
+
+/// The peer child: one process for every pair, started with the device children.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PeerRun {
+    pub start_ms: Option<f64>,
+    pub wall_ms: Option<f64>,
+    /// Its own numbers: creating a context on every device, and all the checks.
+    pub contexts_ms: Option<f64>,
+    pub elapsed_ms: Option<f64>,
+    pub pairs: Vec<PeerVmm>,
+}
+
+/// Each device's VMM pool, with access granted to its peers in one call as llama.cpp does with
+/// GGML_CUDA_P2P or an NCCL/RCCL build, read by the other device of the pair.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PeerVmm {
+    pub from: u32,
+    pub to: u32,
+    /// Whether `to` can access `from`'s memory (the other direction of `PeerResult::can_access`).
+    pub reverse_can_access: Option<bool>,
+    /// Null when neither device could access the other.
+    pub read_ok: Option<bool>,
+    pub mismatches: u64,
+    pub stage: Option<String>,
+    pub error: Option<ApiError>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -71,13 +126,31 @@ pub struct Host {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct BackendStatus {
     pub backend: Backend,
-    /// `ok`, `no-driver`, `no-device`, `no-toolchain`, `error`, `skipped`.
+    /// `ok`, `no-driver`, `no-device`, `no-toolchain`, `error`, `skipped`, or `hang` (the
+    /// backend's probe was killed at the deadline before it could report; the stage it was in is
+    /// in `detail` and `probe_run`).
     pub status: String,
     pub detail: Option<String>,
     pub driver_version: Option<String>,
     pub runtime_version: Option<String>,
     /// How to get further (e.g. what to install) when status is not `ok`.
     pub hint: Option<String>,
+}
+
+/// Where one device's probe spent its time (milliseconds). `start_ms` is when its child was
+/// started, from the start of `detect`: equal starts mean no serial phase.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct StageTimings {
+    pub start_ms: Option<f64>,
+    /// Loading the driver and initialising it (cuInit / HIP runtime), in the child.
+    pub driver_init_ms: Option<f64>,
+    /// Creating the device's context.
+    pub context_ms: Option<f64>,
+    /// Device attributes, granularity, memory.
+    pub queries_ms: Option<f64>,
+    pub smoke_ms: Option<f64>,
+    /// The child from start to exit, as the parent saw it (includes process start and teardown).
+    pub wall_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -105,6 +178,8 @@ pub struct Device {
     /// fallbacks `sysfs-ip-discovery` / `drm-ip-discovery` (architecture from DRM IP discovery).
     pub source: String,
     pub smoke: Smoke,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<StageTimings>,
 }
 
 impl Device {
@@ -136,6 +211,7 @@ impl Device {
             runtime_version: None,
             source: source.into(),
             smoke: Smoke::not_run("not measured"),
+            timings: None,
         }
     }
 }
@@ -149,6 +225,9 @@ pub enum SmokeOutcome {
     Crash,
     BadOutput,
     NotRun,
+    /// Passed, but over fewer cycles than the plan's minimum: nothing wrong was seen, and it
+    /// lifts no deny (a `pass` needs the full count).
+    Partial,
 }
 
 impl SmokeOutcome {
@@ -160,6 +239,7 @@ impl SmokeOutcome {
             SmokeOutcome::Crash => "crash",
             SmokeOutcome::BadOutput => "bad-output",
             SmokeOutcome::NotRun => "not-run",
+            SmokeOutcome::Partial => "partial",
         }
     }
 }
@@ -214,6 +294,30 @@ pub struct Smoke {
     /// The child's last stderr lines, for hangs, crashes and bad output.
     #[serde(default)]
     pub stderr_tail: Vec<String>,
+    /// What the growth plan looked like and how far it got (probes/smoke-plan.toml).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub growth: Option<SmokeGrowth>,
+}
+
+/// The smoke test's pool growth: the plan that ran, where it failed, what it covered.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SmokeGrowth {
+    pub plan_version: Option<u32>,
+    /// Cycles a pass needs to count (fewer give `partial`).
+    pub min_cycles: Option<u32>,
+    pub pools: Option<u32>,
+    pub failed_cycle: Option<u32>,
+    pub failed_pool: Option<u32>,
+    pub failed_growth: Option<u32>,
+    /// Which check saw wrong words: `gpu`, `busy`, `settle` (after the host waited) or `host`.
+    pub bad_check: Option<String>,
+    pub smallest_chunk_bytes: Option<u64>,
+    pub largest_chunk_bytes: Option<u64>,
+    pub largest_pool_bytes: Option<u64>,
+    pub long_target_bytes: Option<u64>,
+    pub long_growths: Option<u32>,
+    pub host_checked_bytes: Option<u64>,
+    pub long_phase_ms: Option<f64>,
 }
 
 impl Smoke {
@@ -242,6 +346,7 @@ impl Smoke {
             vram_free_after: None,
             elapsed_ms: None,
             stderr_tail: Vec::new(),
+            growth: None,
         }
     }
 
@@ -375,6 +480,28 @@ impl Report {
             hidden_devices: Vec::new(),
             visibility: Vec::new(),
             host_checks: Vec::new(),
+            probe_run: None,
+        }
+    }
+
+    /// The report without what the parent's clock measured (device timings, wall and start
+    /// times): what a replay of the same inputs reproduces.
+    pub fn strip_timings(&mut self) {
+        if let Some(run) = self.probe_run.as_mut() {
+            run.wall_ms = None;
+            for b in run.backends.iter_mut() {
+                b.wall_ms = None;
+                if let Some(p) = b.peer.as_mut() {
+                    p.start_ms = None;
+                    p.wall_ms = None;
+                }
+            }
+        }
+        for d in self.devices.iter_mut() {
+            d.timings = None;
+        }
+        for h in self.hidden_devices.iter_mut() {
+            h.device.timings = None;
         }
     }
 

@@ -560,6 +560,8 @@ fn unit_smoke(u: &Unit<'_>) -> Option<String> {
             SmokeOutcome::Fail => (4, "fail".into()),
             SmokeOutcome::BadOutput => (3, "bad-output".into()),
             SmokeOutcome::NotRun => (2, "not-run".into()),
+            // Nothing wrong seen, but too few cycles to count as a pass: lifts no deny.
+            SmokeOutcome::Partial => (2, "partial".into()),
             SmokeOutcome::Pass => (1, "pass".into()),
         }
     };
@@ -612,8 +614,11 @@ fn decide_vmm(
         } else {
             vec![]
         };
-        if d.smoke.outcome == SmokeOutcome::NotRun {
-            // Not measured: fall through to the rules below, but say so.
+        if matches!(
+            d.smoke.outcome,
+            SmokeOutcome::NotRun | SmokeOutcome::Partial
+        ) {
+            // Not measured (or too few cycles to count): fall through to the rules below, but say so.
             trace.push(format!(
                 "{}: smoke test not run on device {} ({what}); deciding from quirks and records",
                 u.arch, d.index

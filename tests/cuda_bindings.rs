@@ -35,7 +35,11 @@ const FUNCTIONS: &[&str] = &[
     "cuMemcpyDtoH_v2",
     "cuMemcpyHtoD_v2",
     "cuMemsetD32_v2",
+    "cuMemcpyHtoDAsync_v2",
     "cuMemcpyPeer",
+    "cuStreamCreate",
+    "cuStreamSynchronize",
+    "cuStreamDestroy_v2",
     "cuModuleLoadData",
     "cuModuleUnload",
     "cuModuleGetFunction",
@@ -73,6 +77,7 @@ fn generate(include: &Path) -> String {
         .allowlist_type("CUresult")
         .allowlist_type("CUmemAllocationProp")
         .allowlist_type("CUmemAccessDesc")
+        .allowlist_type("CUstream_flags")
         .allowlist_var("CUDA_VERSION");
     for f in FUNCTIONS {
         b = b.allowlist_function(f);

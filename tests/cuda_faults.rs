@@ -8,17 +8,21 @@
 //! The `ok` scenario is a fake too: it emulates the smoke kernels on the host so the decision
 //! plumbing for a passing device can be tested. It says nothing about real hardware.
 
+#[allow(dead_code)]
 #[path = "common/fake_cuda.rs"]
 mod fake_cuda;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use fake_cuda::{FakeMachine, OPEN_MODULE, PROPRIETARY_MODULE, pattern};
+use fake_cuda::{FREE_MIB, FakeMachine, OPEN_MODULE, PROPRIETARY_MODULE, pattern, seed};
 use serde_json::Value;
 
-/// Cycle count and timeout where neither matters to the test.
+/// Cycle count and timeout where neither matters to the test: fewer cycles than a pass needs,
+/// so a healthy device comes out `partial`.
 const FAST: &[&str] = &["--cycles", "3", "--timeout", "20"];
+/// The cycles a pass needs (probes/smoke-plan.toml).
+const MIN_CYCLES: &str = "200";
 /// Toolkit given, so decisions do not depend on an nvcc on this machine.
 const PLAN: &[&str] = &["--toolchain", "none", "--cuda", "12.8"];
 const CHUNK: u64 = 2 << 20;
@@ -194,7 +198,7 @@ fn fake_llama_tree(root: &Path) -> PathBuf {
 #[test]
 fn fake_ok_device_passes_and_plans_vmm_on() {
     let m = FakeMachine::new("ok").with_proc_nvidia(OPEN_MODULE, "0000:19:00.0", "Fake GPU");
-    let (report, report_text) = m.detect(FAST);
+    let (report, report_text) = m.detect(&["--cycles", MIN_CYCLES, "--timeout", "120"]);
     let b = cuda_backend(&report);
     assert_eq!(b["status"], "ok", "{b:#}");
     assert_eq!(b["runtime_version"], "12.8");
@@ -209,7 +213,7 @@ fn fake_ok_device_passes_and_plans_vmm_on() {
     assert_eq!(d["arch"], "sm_90");
     assert_eq!(d["compute_capability"], "9.0");
     assert_eq!(d["vram_total_bytes"], 80u64 << 30);
-    assert_eq!(d["vram_free_bytes"], 79u64 << 30);
+    assert_eq!(d["vram_free_bytes"], FREE_MIB << 20);
     assert_eq!(d["pci_bus_id"], "0000:19:00.0");
     assert_eq!(d["integrated"], false);
     assert_eq!(d["wave_size"], 32);
@@ -223,28 +227,46 @@ fn fake_ok_device_passes_and_plans_vmm_on() {
     assert_eq!(s["outcome"], "pass", "{s:#}");
     assert_eq!(s["stage"], Value::Null);
     assert_eq!(s["error"], Value::Null);
-    assert_eq!(s["cycles_done"], 3);
-    assert_eq!(s["cycles"], 3);
-    assert_eq!(s["chunks_per_cycle"], 4);
+    assert_eq!(s["cycles_done"], 200);
+    assert_eq!(s["cycles"], 200);
+    // 3 pools x (first, smaller, larger growth) every cycle.
+    assert_eq!(s["chunks_per_cycle"], 9);
     assert_eq!(s["chunk_bytes"], CHUNK);
     assert_eq!(s["reserve_bytes"], RESERVE);
     assert_eq!(s["mismatches"], 0);
-    assert_eq!(s["vram_free_before"], 79u64 << 30);
-    assert_eq!(s["vram_free_after"], 79u64 << 30);
-    assert_eq!(report["peers"], serde_json::json!([]));
-
-    let plan = plan_probing(&m, &[]);
-    assert_eq!(plan["mode"], "probe");
-    assert_eq!(plan["backend"], "cuda");
-    let f = flag(&plan, "GGML_CUDA_NO_VMM").expect("GGML_CUDA_NO_VMM planned");
-    assert_eq!(f["value"], "OFF", "{plan:#}");
-    assert_contains(text(&f["reason"]), "smoke test passed");
-    assert_eq!(
-        flag(&plan, "CMAKE_CUDA_ARCHITECTURES").map(|f| f["value"].clone()),
-        Some("90".into())
+    let g = &s["growth"];
+    assert_eq!(g["min_cycles"], 200);
+    assert_eq!(g["pools"], 3);
+    assert_eq!(g["smallest_chunk_bytes"], CHUNK);
+    // At 2 MiB granularity the first growths are 6 MiB, then 2 and 10 MiB.
+    assert!(
+        g["largest_chunk_bytes"].as_u64().unwrap() > 10 << 20,
+        "{g:#}"
     );
-    assert!(flag(&plan, "GGML_CUDA_NO_PEER_COPY").is_none());
-    assert_eq!(plan["refusals"], serde_json::json!([]));
+    // Small fake VRAM: the long phase grows past a quarter of free VRAM, not 1 GiB.
+    let target = s["vram_free_before"].as_u64().unwrap() / 4;
+    assert!(
+        target <= (FREE_MIB << 20) / 4 && target > (FREE_MIB << 20) / 5,
+        "{s:#}"
+    );
+    assert_eq!(g["long_target_bytes"], target);
+    assert!(g["largest_pool_bytes"].as_u64().unwrap() > target, "{g:#}");
+    assert!(g["host_checked_bytes"].as_u64().unwrap() >= target, "{g:#}");
+    // What the fake allocated came back.
+    assert_eq!(s["vram_free_before"], s["vram_free_after"], "{s:#}");
+    assert_contains(text(&s["reason"]), "200 cycles of 3 pools");
+    assert_eq!(report["peers"], serde_json::json!([]));
+    let t = &d["timings"];
+    for k in [
+        "start_ms",
+        "driver_init_ms",
+        "context_ms",
+        "queries_ms",
+        "smoke_ms",
+        "wall_ms",
+    ] {
+        assert!(t[k].as_f64().is_some(), "timing {k} missing: {t:#}");
+    }
 
     let saved = save_report(&m, &report_text);
     let (code, stdout, stderr) = args_from_report(&m, &saved, &[]);
@@ -253,6 +275,41 @@ fn fake_ok_device_passes_and_plans_vmm_on() {
     assert_contains(&stdout, "-DCMAKE_CUDA_ARCHITECTURES=90");
     assert_contains(&stdout, "-DGGML_CUDA_NO_VMM=OFF");
     assert!(!stdout.contains("NO_VMM=ON"), "{stdout}");
+    let (code, stdout, _) = m.run(&[
+        "cmake-flags",
+        "--from",
+        saved.to_str().unwrap(),
+        "--format",
+        "json",
+        "--toolchain",
+        "none",
+        "--cuda",
+        "12.8",
+    ]);
+    assert_eq!(code, 0);
+    let plan: Value = serde_json::from_str(&stdout).unwrap();
+    let f = flag(&plan, "GGML_CUDA_NO_VMM").expect("GGML_CUDA_NO_VMM planned");
+    assert_eq!(f["value"], "OFF", "{plan:#}");
+    assert_contains(text(&f["reason"]), "smoke test passed");
+}
+
+#[test]
+fn too_few_cycles_are_partial_and_lift_nothing() {
+    let m = FakeMachine::new("ok");
+    let (report, report_text) = m.detect(FAST);
+    let s = smoke(&report, 0);
+    assert_eq!(s["outcome"], "partial", "{s:#}");
+    assert_eq!(s["cycles_done"], 3);
+    assert_eq!(s["error"], Value::Null);
+    assert_contains(text(&s["reason"]), "only 3 of the 200 cycles");
+    // Nothing was seen wrong, so CUDA keeps llama.cpp's default (VMM on), but not because of a pass.
+    let (code, stdout, stderr) = args_from_report(&m, &save_report(&m, &report_text), &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stdout.contains("NO_VMM=ON"), "{stdout}");
+    let plan = plan_probing(&m, &[]);
+    if let Some(f) = flag(&plan, "GGML_CUDA_NO_VMM") {
+        assert!(!text(&f["reason"]).contains("smoke test passed"), "{f:#}");
+    }
 }
 
 #[test]
@@ -290,6 +347,10 @@ fn offset_set_access_failure_is_recorded_with_the_workaround_verdict() {
     assert_eq!(s["whole_range_access_helped"], true);
     assert_eq!(s["cycles_done"], 0);
     assert_eq!(s["mismatches"], 0);
+    // Pools 0, 1 and 2 take their first chunk at the base; pool 0's second growth is at an offset.
+    assert_eq!(s["growth"]["failed_cycle"], 0);
+    assert_eq!(s["growth"]["failed_pool"], 0);
+    assert_eq!(s["growth"]["failed_growth"], 3);
     assert_contains(
         text(&s["reason"]),
         "access over the whole mapped range worked",
@@ -313,15 +374,18 @@ fn fresh_mappings_reading_zeros_are_counted() {
     let s = smoke(&report, 0);
     assert_eq!(s["outcome"], "fail", "{s:#}");
     assert_eq!(s["stage"], "verify");
-    // The second chunk (words 524288..1048575) of cycle 0 reads zeros, every word of it.
-    let words = CHUNK / 4;
-    assert_eq!(s["mismatches"], words);
-    assert_eq!(s["first_bad_offset"], CHUNK);
+    // Pool 0's second chunk (2 MiB at offset 6 MiB at 2 MiB granularity) reads zeros, every word.
+    let (offset, bytes) = (6u64 << 20, 2u64 << 20);
+    assert_eq!(s["mismatches"], bytes / 4);
+    assert_eq!(s["first_bad_offset"], offset);
     assert_eq!(s["first_bad_value"], 0);
-    assert_eq!(s["expected_value"], pattern(words, 0));
+    assert_eq!(s["expected_value"], pattern(offset / 4, seed(0, 0)));
     assert_eq!(s["error"]["api"], "gpuprobe_verify");
     assert_eq!(s["error"]["name"], "MISMATCH");
     assert_eq!(s["cycles_done"], 0);
+    assert_eq!(s["growth"]["bad_check"], "gpu");
+    assert_eq!(s["growth"]["failed_pool"], 0);
+    assert_eq!(s["growth"]["failed_growth"], 3);
     assert_contains(text(&s["reason"]), "freshly mapped memory reads zeros");
 
     assert_vmm_denied(
@@ -427,10 +491,12 @@ fn hang_in_verify_is_killed_at_the_deadline() {
 
     let s = smoke(&report, 0);
     assert_eq!(s["outcome"], "hang", "{s:#}");
-    assert_eq!(s["stage"], "verify");
+    // The host waits for the queued kernels at `sync`: that is where a faulted GPU stops answering.
+    assert_eq!(s["stage"], "sync");
     let reason = text(&s["reason"]);
     assert_contains(reason, "no result within 2 s");
-    assert_contains(reason, "verify");
+    assert_contains(reason, "sync");
+    assert_eq!(devices(&report)[0]["timings"]["smoke_ms"], Value::Null);
     // Device facts came before the hang and are kept.
     assert_eq!(devices(&report)[0]["name"], "Fake GPU");
     assert_eq!(devices(&report)[0]["arch"], "sm_90");
@@ -459,7 +525,7 @@ fn hang_in_verify_is_killed_at_the_deadline() {
     assert_eq!(code, 0);
     let plan: Value = serde_json::from_str(&stdout).unwrap();
     let reason = text(&flag(&plan, "GGML_CUDA_NO_VMM").unwrap()["reason"]);
-    assert_contains(reason, "VMM smoke test hang at stage verify");
+    assert_contains(reason, "VMM smoke test hang at stage sync");
 }
 
 #[test]
@@ -509,7 +575,7 @@ fn garbage_line_before_a_complete_report_is_ignored() {
     assert_eq!(cuda_backend(&report)["status"], "ok");
     let d = &devices(&report)[0];
     assert_eq!(d["name"], "Fake GPU");
-    assert_eq!(d["smoke"]["outcome"], "pass", "{d:#}");
+    assert_eq!(d["smoke"]["outcome"], "partial", "{d:#}");
     assert_eq!(d["smoke"]["cycles_done"], 3);
 }
 
@@ -544,11 +610,19 @@ fn hang_before_hello_is_killed_and_blocks_a_plan() {
     let m = m.env("FAKE_CUDA_PIDFILE", pidfile.to_str().unwrap());
     let (report, report_text) = m.detect(&["--cycles", "3", "--timeout", "2"]);
     let b = cuda_backend(&report);
-    assert_eq!(b["status"], "error", "{b:#}");
+    // Killed at the deadline: `hang`, not `error`, with the stage it was in.
+    assert_eq!(b["status"], "hang", "{b:#}");
+    assert_contains(
+        text(&b["detail"]),
+        "killed at the deadline during driver_init",
+    );
     assert_contains(
         text(&b["detail"]),
         "no result within 2 s before the first stage",
     );
+    let run = &report["probe_run"]["backends"][0];
+    assert_eq!(run["backend"], "cuda");
+    assert_eq!(run["last_stage"], "driver_init", "{run:#}");
     let s = smoke(&report, 0);
     assert_eq!(s["outcome"], "hang", "{s:#}");
     assert_eq!(s["stage"], Value::Null);
@@ -666,8 +740,9 @@ fn old_driver_without_vmm_entry_points_degrades() {
     assert_eq!(d["granularity_recommended"], CHUNK);
     let s = &d["smoke"];
     assert_eq!(s["outcome"], "fail", "{s:#}");
-    assert_eq!(s["stage"], "reserve");
-    assert_eq!(s["error"]["api"], "cuMemAddressReserve");
+    // llama.cpp creates the first chunk before it reserves the range: the first call missing.
+    assert_eq!(s["stage"], "create");
+    assert_eq!(s["error"]["api"], "cuMemCreate");
     assert_eq!(s["error"]["name"], "SYMBOL_NOT_FOUND");
     assert_eq!(s["error"]["code"], -1);
     assert!(
@@ -702,7 +777,7 @@ fn two_devices(peer: &str, corrupt: bool) -> (FakeMachine, Value, String) {
     assert_eq!(ds[1]["pci_bus_id"], "0000:1a:00.0");
     assert_eq!(ds[1]["index"], 1);
     for d in ds {
-        assert_eq!(d["smoke"]["outcome"], "pass", "{d:#}");
+        assert_eq!(d["smoke"]["outcome"], "partial", "{d:#}");
     }
     let peers = report["peers"].as_array().expect("peers");
     assert_eq!(peers.len(), 1, "one pair: {report:#}");
@@ -730,6 +805,32 @@ fn two_devices_with_peer_access_copy_correctly() {
     assert_eq!(p["copy_ok"], true);
     assert_eq!(p["mismatches"], 0);
     assert_eq!(p["outcome"], "pass");
+    // Each device's VMM pool, with access granted to the other, was read correctly from it.
+    let run = &report["probe_run"]["backends"][0];
+    let peer = &run["peer"];
+    let vmm = &peer["pairs"][0];
+    assert_eq!(vmm["from"], 0);
+    assert_eq!(vmm["to"], 1);
+    assert_eq!(vmm["reverse_can_access"], true);
+    assert_eq!(vmm["read_ok"], true, "{peer:#}");
+    assert_eq!(vmm["mismatches"], 0);
+    // Started together with the device children, not after them.
+    let devs = devices(&report);
+    let last_device_start = devs
+        .iter()
+        .map(|d| d["timings"]["start_ms"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    let first_device_end = devs
+        .iter()
+        .map(|d| {
+            d["timings"]["start_ms"].as_f64().unwrap() + d["timings"]["wall_ms"].as_f64().unwrap()
+        })
+        .fold(f64::MAX, f64::min);
+    let peer_start = peer["start_ms"].as_f64().unwrap();
+    assert!(
+        peer_start <= last_device_start + 50.0 && peer_start < first_device_end,
+        "peer child started at {peer_start} ms, devices started by {last_device_start} ms and the first ended at {first_device_end} ms"
+    );
     let (f, args) = peer_copy_flag(&m, &report_text);
     assert!(f.is_none(), "no peer-copy flag for a healthy pair: {f:?}");
     assert!(!args.contains("NO_PEER_COPY"), "{args}");

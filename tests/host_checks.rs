@@ -212,7 +212,8 @@ fn with_a_probe_the_visible_gpu_is_measured_and_the_hidden_one_is_not() {
     let (r, _) = m.detect(&["--backend", "hip"]);
     let ds = devices(&r);
     assert_eq!(ds.len(), 1, "{r:#}");
-    assert_eq!(ds[0]["smoke"]["outcome"], "pass");
+    // Measured (3 cycles: fewer than a pass needs, so `partial`).
+    assert_eq!(ds[0]["smoke"]["outcome"], "partial");
     assert_eq!(ds[0]["pci_bus_id"], "0000:08:00.0");
     assert_eq!(r["hidden_devices"][0]["pci_bus_id"], "0000:03:00.0");
     assert_eq!(r["hidden_devices"][0]["smoke"]["outcome"], "not-run");
@@ -528,7 +529,8 @@ fn with_one_target_rejected_the_other_gpu_is_measured() {
     assert_eq!(ds[0]["smoke"]["outcome"], "not-run", "{:#}", ds[0]);
     assert_eq!(ds[1]["arch"], "gfx90a");
     assert_eq!(ds[1]["source"], "probe-program");
-    assert_eq!(ds[1]["smoke"]["outcome"], "pass", "{:#}", ds[1]);
+    // Measured (3 cycles: fewer than a pass needs, so `partial`).
+    assert_eq!(ds[1]["smoke"]["outcome"], "partial", "{:#}", ds[1]);
     assert!(s(one(&r, "hip-target-unbuildable"), "detail").contains("HIP 6.0.32830"));
     assert_eq!(hip(&r)["status"], "ok");
     // Planning keeps both targets, the unmeasured one on llama.cpp's default (legacy pool).

@@ -89,7 +89,12 @@ pub fn run(a: &DetectArgs) -> Result<i32> {
                 },
                 redacted: Vec::new(),
                 inputs: opts.host.take_inputs(),
-                report: report.clone(),
+                // Without timings: a replay reproduces what the machine is, not how long it took.
+                report: {
+                    let mut r = report.clone();
+                    r.strip_timings();
+                    r
+                },
             },
         )?;
         eprintln!(
@@ -107,7 +112,11 @@ pub fn run(a: &DetectArgs) -> Result<i32> {
     if a.json {
         print(&(serde_json::to_string_pretty(&report)? + "\n"))?;
     } else {
-        print(&table(&report))?;
+        let mut text = table(&report);
+        if a.verbose {
+            text.push_str(&timings(&report));
+        }
+        print(&text)?;
     }
     // A GPU only seen in sysfs/procfs, with no working runtime, does not satisfy --require-gpu.
     let measured = report
@@ -222,12 +231,30 @@ pub fn table(r: &Report) -> String {
             printable(&hd.hidden_by)
         ));
     }
+    let vmm_reads = |from: u32, to: u32| {
+        r.probe_run
+            .iter()
+            .flat_map(|run| &run.backends)
+            .filter_map(|b| b.peer.as_ref())
+            .flat_map(|p| &p.pairs)
+            .find(|v| v.from == from && v.to == to)
+            .and_then(|v| v.read_ok)
+            .map(|ok| {
+                if ok {
+                    ", VMM pool read from the peer ok"
+                } else {
+                    ", VMM pool read from the peer WRONG"
+                }
+            })
+            .unwrap_or("")
+    };
     for p in &r.peers {
         o.push_str(&format!(
-            "peer {} -> {}: access {}, copy {}{}\n",
+            "peer {} -> {}: access {}{}, copy {}{}\n",
             p.from,
             p.to,
             p.can_access.map_or("?", |b| if b { "yes" } else { "no" }),
+            vmm_reads(p.from, p.to),
             p.outcome.as_str(),
             p.reason
                 .as_ref()
@@ -281,6 +308,62 @@ pub fn table(r: &Report) -> String {
         o.push_str(
             "\nNext: gpuprobe cmake-flags >> build.sh   (or --explain to see every decision)\n",
         );
+    }
+    o
+}
+
+/// Where the time went, per backend and device (`detect --verbose`).
+pub fn timings(r: &Report) -> String {
+    let Some(run) = &r.probe_run else {
+        return String::new();
+    };
+    let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+    let mut o = format!("\ntimings (ms): total {}\n", ms(run.wall_ms));
+    for b in &run.backends {
+        let name = b.backend.map_or("?", |b| b.name());
+        o.push_str(&format!(
+            "  {name}: counted {} devices from {}; children done after {}",
+            b.counted,
+            b.count_source,
+            ms(b.wall_ms)
+        ));
+        if let Some(s) = &b.last_stage {
+            o.push_str(&format!("; killed during {s}"));
+        }
+        o.push('\n');
+        let devs: Vec<_> = r
+            .devices
+            .iter()
+            .filter(|d| Some(d.backend) == b.backend)
+            .collect();
+        if !devs.is_empty() {
+            o.push_str(&format!(
+                "  {:<3} {:>8} {:>11} {:>8} {:>8} {:>8} {:>8}\n",
+                "#", "start", "driver init", "context", "queries", "smoke", "wall"
+            ));
+        }
+        for d in devs {
+            let t = d.timings.clone().unwrap_or_default();
+            o.push_str(&format!(
+                "  {:<3} {:>8} {:>11} {:>8} {:>8} {:>8} {:>8}\n",
+                d.index,
+                ms(t.start_ms),
+                ms(t.driver_init_ms),
+                ms(t.context_ms),
+                ms(t.queries_ms),
+                ms(t.smoke_ms),
+                ms(t.wall_ms)
+            ));
+        }
+        if let Some(p) = &b.peer {
+            o.push_str(&format!(
+                "  peer child: start {}, contexts {}, all checks {}, wall {}\n",
+                ms(p.start_ms),
+                ms(p.contexts_ms),
+                ms(p.elapsed_ms),
+                ms(p.wall_ms)
+            ));
+        }
     }
     o
 }

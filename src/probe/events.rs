@@ -25,8 +25,9 @@ impl Emitter {
         let _ = lock.flush();
     }
 
-    pub fn stage(&mut self, stage: &str, cycle: u32, chunk: u32) {
-        self.emit(json!({"event":"stage","stage":stage,"cycle":cycle,"chunk":chunk}));
+    /// Announces a stage before it starts (flushed, so a hang inside it still names it).
+    pub fn stage(&mut self, stage: &str, cycle: u32, pool: u32, growth: u32) {
+        self.emit(json!({"event":"stage","stage":stage,"cycle":cycle,"pool":pool,"growth":growth}));
     }
 
     pub fn cycle(&mut self, cycle: u32) {

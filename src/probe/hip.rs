@@ -13,12 +13,15 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use super::count::{Count, Source};
 use super::hip_build::{
     ProbeProgram, build_failed_check, error_lines, probe_program, rejected_check, say_build_failed,
 };
 use super::interpret::{api_error, device_from_event, smoke_from};
 use super::sysfs::{self, DrmGpu, KfdGpu};
-use super::{ProbeOptions, run_devices, run_peers, unknown_device};
+use super::{
+    ProbeOptions, no_hello_status, peer_results, record_run, run_children, unknown_device,
+};
 use crate::host::{Tool, checks, visible};
 use crate::report::{
     Backend, BackendStatus, CheckLevel, Device, HiddenDevice, HostCheck, Report, Smoke, Vendor,
@@ -131,7 +134,7 @@ struct Run<'a> {
 
 /// Probes the AMD GPUs: discovery from KFD (DRM when KFD lists none), visible-device variables
 /// applied, the probe program built per target, each visible buildable device measured.
-pub fn probe(opts: &ProbeOptions, report: &mut Report) {
+pub fn probe(opts: &ProbeOptions, report: &mut Report, t0: std::time::Instant) {
     let h = &*opts.host;
     let kfd = sysfs::kfd(h);
     let targets_owned = crate::profiles::bundled_targets().ok();
@@ -198,7 +201,7 @@ pub fn probe(opts: &ProbeOptions, report: &mut Report) {
                     .filter(|(_, g)| forced || built_for.contains(&g.arch))
                     .map(|(i, _)| i as u32)
                     .collect();
-                run.measure(&path, &runnable, &kfd.gpus, report);
+                run.measure(&path, &runnable, &kfd.gpus, report, t0);
             }
         }
     }
@@ -359,9 +362,16 @@ impl Run<'_> {
         runnable: &[u32],
         all: &[KfdGpu],
         report: &mut Report,
+        t0: std::time::Instant,
     ) {
         let make = || Command::new(path);
-        let run = run_devices(&make, self.opts, "hip", Some(runnable));
+        // KFD and the visible-device variables counted them: every child starts at once.
+        let counted = Count {
+            devices: runnable.len() as u32,
+            source: Source::Kfd,
+        };
+        let run = run_children(&make, self.opts, "hip", Some(runnable), counted, t0);
+        let mut brun = run.backend_run(crate::report::Backend::Hip);
         let hello = run.hello.clone().unwrap_or(Value::Null);
         self.st.runtime_version = hello["runtime_version"].as_str().map(str::to_string);
         self.st.driver_version = hello["driver_version"].as_str().map(str::to_string);
@@ -374,8 +384,17 @@ impl Run<'_> {
                     None => Smoke::not_run("no device could be probed"),
                 },
             };
-            self.st.status = "error".into();
-            self.st.detail = smoke.reason.clone();
+            if run.hello.is_none() {
+                no_hello_status(
+                    &mut self.st,
+                    &mut brun,
+                    run.devices.first().map(|(_, o)| o),
+                    &smoke,
+                );
+            } else {
+                self.st.status = "error".into();
+                self.st.detail = smoke.reason.clone();
+            }
             self.st.hint = Some(
                 "check /dev/kfd access (render and video groups), `rocminfo`, and dmesg; see the host checks".into(),
             );
@@ -389,6 +408,7 @@ impl Run<'_> {
                     .devices
                     .push(kfd_device(i as u32, g, self.targets, s));
             }
+            record_run(report, brun);
             return;
         }
         let count = hello["device_count"].as_u64().unwrap_or(0) as usize;
@@ -418,12 +438,14 @@ impl Run<'_> {
             }
         }
         entries.sort_by_key(|(i, _)| *i);
-        report.devices.extend(entries.into_iter().map(|(_, d)| d));
-        if runnable.len() >= 2 && self.opts.smoke {
-            report
-                .peers
-                .extend(run_peers(&make, runnable, self.opts, "hip"));
+        for (i, d) in entries.iter_mut() {
+            d.timings = run.timings(*i);
         }
+        report.devices.extend(entries.into_iter().map(|(_, d)| d));
+        if let Some((_, out)) = &run.peer {
+            report.peers.extend(peer_results(out, runnable, self.opts));
+        }
+        record_run(report, brun);
     }
 
     /// Which visible KFD GPU each runtime device is: by PCI bus id when every device matches a

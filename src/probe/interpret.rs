@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::orchestrator::{Exit, Outcome, signal_name};
-use crate::report::{ApiError, Backend, Device, Smoke, SmokeOutcome, Vendor};
+use crate::report::{ApiError, Backend, Device, Smoke, SmokeGrowth, SmokeOutcome, Vendor};
 
 pub fn api_error(v: &Value) -> Option<ApiError> {
     if v.is_null() || !v.is_object() {
@@ -51,6 +51,7 @@ pub fn device_from_event(e: &Value, backend: Backend, source: &str) -> Option<De
         runtime_version: None,
         source: source.to_string(),
         smoke: Smoke::not_run("not measured"),
+        timings: None,
     })
 }
 
@@ -148,31 +149,53 @@ fn from_event(ev: &Value) -> Smoke {
         _ => SmokeOutcome::BadOutput,
     };
     let u = |k: &str| ev[k].as_u64();
+    let u32_of = |k: &str| u(k).and_then(|v| u32::try_from(v).ok());
     let mut s = Smoke::with_outcome(outcome, "");
     s.stage = ev["failed_stage"].as_str().map(str::to_string);
     s.error = api_error(&ev["error"]);
-    s.cycles_done = u("cycles_done").map(|v| v as u32);
-    s.cycles = u("cycles").map(|v| v as u32);
-    s.chunks_per_cycle = u("chunks_per_cycle").map(|v| v as u32);
+    s.cycles_done = u32_of("cycles_done");
+    s.cycles = u32_of("cycles");
+    s.chunks_per_cycle = u32_of("chunks_per_cycle");
     s.chunk_bytes = u("chunk_bytes");
     s.reserve_bytes = u("reserve_bytes");
     s.mismatches = u("mismatches");
     s.first_bad_offset = u("first_bad_offset");
-    s.first_bad_value = u("first_bad_value").map(|v| v as u32);
-    s.expected_value = u("expected_value").map(|v| v as u32);
+    s.first_bad_value = u32_of("first_bad_value");
+    s.expected_value = u32_of("expected_value");
     s.whole_range_access_helped = ev["whole_range_access_helped"].as_bool();
     s.vram_free_before = u("vram_free_before");
     s.vram_free_after = u("vram_free_after");
     s.elapsed_ms = ev["elapsed_ms"].as_f64();
-    s.reason = Some(match outcome {
-        SmokeOutcome::Pass => format!(
-            "{} cycles x {} chunks of {}: reserve 32 GiB, map at offset, access on the new chunk, write + verify across chunks, per-chunk unmap; all correct{}",
-            s.cycles_done.unwrap_or(0),
-            s.chunks_per_cycle.unwrap_or(0),
-            s.chunk_bytes.map(human_bytes).unwrap_or_else(|| "?".into()),
-            s.elapsed_ms
-                .map(|m| format!(" in {m:.0} ms"))
-                .unwrap_or_default()
+    let growth = SmokeGrowth {
+        plan_version: u32_of("plan_version"),
+        min_cycles: u32_of("min_cycles"),
+        pools: u32_of("pools"),
+        failed_cycle: u32_of("failed_cycle"),
+        failed_pool: u32_of("failed_pool"),
+        failed_growth: u32_of("failed_growth"),
+        bad_check: ev["bad_check"].as_str().map(str::to_string),
+        smallest_chunk_bytes: u("smallest_chunk_bytes"),
+        largest_chunk_bytes: u("largest_chunk_bytes"),
+        largest_pool_bytes: u("largest_pool_bytes"),
+        long_target_bytes: u("long_target_bytes"),
+        long_growths: u32_of("long_growths"),
+        host_checked_bytes: u("host_checked_bytes"),
+        long_phase_ms: ev["long_phase_ms"].as_f64(),
+    };
+    s.growth = (growth != SmokeGrowth::default()).then_some(growth);
+    // The parent's own plan decides how many cycles count: a probe cannot lower the bar.
+    let min_cycles = crate::probe::smoke_plan::bundled()
+        .map(|p| p.min_cycles)
+        .unwrap_or(u32::MAX);
+    if outcome == SmokeOutcome::Pass && s.cycles_done.unwrap_or(0) < min_cycles {
+        s.outcome = SmokeOutcome::Partial;
+    }
+    s.reason = Some(match s.outcome {
+        SmokeOutcome::Pass => pass_reason(&s),
+        SmokeOutcome::Partial => format!(
+            "{}; only {} of the {min_cycles} cycles a result needs to lift a deny (run with the default --cycles)",
+            pass_reason(&s),
+            s.cycles_done.unwrap_or(0)
         ),
         SmokeOutcome::NotRun => ev["reason"].as_str().unwrap_or("not run").to_string(),
         _ => fail_reason(&s),
@@ -180,21 +203,89 @@ fn from_event(ev: &Value) -> Smoke {
     s
 }
 
+fn pass_reason(s: &Smoke) -> String {
+    let g = s.growth.clone().unwrap_or_default();
+    let mut r = format!(
+        "{} cycles of {} pools grown like llama.cpp's VMM pool ({} growths per cycle",
+        s.cycles_done.unwrap_or(0),
+        g.pools.unwrap_or(1),
+        s.chunks_per_cycle.unwrap_or(0),
+    );
+    if let (Some(a), Some(b)) = (g.smallest_chunk_bytes, g.largest_chunk_bytes) {
+        r.push_str(&format!(
+            ", chunks {} to {}",
+            human_bytes(a),
+            human_bytes(b)
+        ));
+    }
+    r.push(')');
+    if let Some(p) = g.largest_pool_bytes.filter(|p| *p > 0) {
+        r.push_str(&format!(", one pool grown to {}", human_bytes(p)));
+    }
+    if let Some(h) = g.host_checked_bytes.filter(|h| *h > 0) {
+        r.push_str(&format!(", {} compared on the host", human_bytes(h)));
+    }
+    r.push_str(": all correct");
+    if let Some(m) = s.elapsed_ms {
+        r.push_str(&format!(" in {m:.0} ms"));
+    }
+    r
+}
+
 fn fail_reason(s: &Smoke) -> String {
     let stage = s.stage.as_deref().unwrap_or("unknown stage");
     let mut r = match stage {
-        "reserve" if s.error.as_ref().is_some_and(|e| e.name.as_deref() == Some("SYMBOL_NOT_FOUND")) => {
+        "reserve"
+            if s.error
+                .as_ref()
+                .is_some_and(|e| e.name.as_deref() == Some("SYMBOL_NOT_FOUND")) =>
+        {
             "the driver lacks the VMM entry points (too old for llama.cpp's VMM pool)".to_string()
         }
-        "reserve" => "reserving llama.cpp's 32 GiB virtual range failed (WSL/WDDM/Jetson do this: Q15)".to_string(),
-        "set_access" => "setting access on a chunk mapped at an offset failed (the HipVMM 'invalid argument' abort: Q3)".to_string(),
-        "verify" if s.mismatches.unwrap_or(0) > 0 => {
-            let mut m = format!("{} words read back wrong right after mapping", s.mismatches.unwrap_or(0));
-            if let (Some(o), Some(v), Some(x)) = (s.first_bad_offset, s.first_bad_value, s.expected_value) {
-                m.push_str(&format!(" (first at offset {o:#x}: read {v:#010x}, expected {x:#010x})"));
+        "reserve" => {
+            "reserving llama.cpp's 32 GiB virtual range failed (WSL/WDDM/Jetson do this: Q15)"
+                .to_string()
+        }
+        "set_access" => {
+            let g = s.growth.as_ref();
+            match g.and_then(|g| g.failed_growth) {
+                Some(n) if n > 0 => format!(
+                    "setting access on a pool growth mapped at an offset failed (growth {n}{}: the HipVMM 'invalid argument' abort: Q3)",
+                    g.and_then(|g| g.failed_pool).map(|p| format!(" of pool {p}")).unwrap_or_default()
+                ),
+                _ => "setting access on a chunk mapped at an offset failed (the HipVMM 'invalid argument' abort: Q3)".to_string(),
+            }
+        }
+        "verify" | "busy" | "settle" | "host_compare" if s.mismatches.unwrap_or(0) > 0 => {
+            let check = s.growth.as_ref().and_then(|g| g.bad_check.as_deref());
+            let when = match check {
+                Some("settle") => "read back wrong when verified again after the host waited",
+                Some("host") => "differed when the pool was copied to the host and compared there",
+                Some("busy") => "read back wrong while the next chunk was being mapped",
+                _ => "read back wrong right after mapping",
+            };
+            let mut m = format!("{} words {when}", s.mismatches.unwrap_or(0));
+            if let (Some(o), Some(v), Some(x)) =
+                (s.first_bad_offset, s.first_bad_value, s.expected_value)
+            {
+                m.push_str(&format!(
+                    " (first at offset {o:#x}: read {v:#010x}, expected {x:#010x})"
+                ));
+            }
+            if let Some(c) = s
+                .growth
+                .as_ref()
+                .and_then(|g| g.failed_cycle)
+                .filter(|c| *c > 0)
+            {
+                m.push_str(&format!(" in cycle {c}"));
             }
             if s.first_bad_value == Some(0) {
-                m.push_str("; freshly mapped memory reads zeros (Q4)");
+                m.push_str(if matches!(check, Some("settle") | Some("host")) {
+                    "; memory written right after its mapping reads zeros later: the write went through a mapping that was not yet in place (rocm-systems#11693, Q4)"
+                } else {
+                    "; freshly mapped memory reads zeros (Q4)"
+                });
             }
             m
         }

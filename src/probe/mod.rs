@@ -2,6 +2,7 @@
 //! (`orchestrator`), in parallel, with a timeout; the parent never loads a GPU driver itself.
 
 pub mod child;
+pub mod count;
 pub mod cuda;
 pub mod env;
 pub mod events;
@@ -11,22 +12,24 @@ pub mod interpret;
 pub mod orchestrator;
 pub mod recorded;
 pub mod smoke_pattern;
+pub mod smoke_plan;
 pub mod sysfs;
 pub mod toolchain;
 
 use std::process::Command;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::cli::BackendChoice;
 use crate::host::{HostView, checks, visible};
 use crate::report::{
-    Backend, BackendStatus, Device, HiddenDevice, Host, PeerResult, Report, Smoke, SmokeOutcome,
+    Backend, BackendRun, BackendStatus, Device, HiddenDevice, Host, PeerResult, PeerRun, PeerVmm,
+    ProbeRun, Report, Smoke, SmokeOutcome, StageTimings,
 };
 use interpret::{device_from_event, smoke_from};
-use orchestrator::Outcome;
+use orchestrator::{Exit, Outcome};
 
 #[derive(Debug, Clone)]
 pub struct ProbeOptions {
@@ -63,22 +66,43 @@ pub fn host_of(h: &HostView) -> Host {
 /// Probes every backend asked for and returns the report. Never fails: what could not be
 /// measured is recorded as such.
 pub fn detect(opts: &ProbeOptions) -> Report {
+    let t0 = Instant::now();
     let h = &*opts.host;
     let mut report = Report::new(host_of(h));
+    report.probe_run = Some(ProbeRun::default());
     report.environment = env::notices_of(h);
     let cuda = matches!(opts.backend, BackendChoice::Auto | BackendChoice::Cuda);
     let amd = matches!(opts.backend, BackendChoice::Auto | BackendChoice::Hip);
     if cuda {
-        probe_cuda(opts, &mut report);
+        probe_cuda(opts, &mut report, t0);
     }
     if amd {
-        hip::probe(opts, &mut report);
+        hip::probe(opts, &mut report, t0);
     }
     let mut found = checks::run(h, &report, amd, cuda);
     found.append(&mut report.host_checks);
     checks::sort(&mut found);
     report.host_checks = found;
+    if h.is_replay() {
+        // Nothing ran: a replay says what the machine is, not how long this took.
+        report.strip_timings();
+    } else if let Some(run) = report.probe_run.as_mut() {
+        run.wall_ms = Some(ms(t0.elapsed()));
+    }
     report
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Adds one backend's run to the report.
+pub(crate) fn record_run(report: &mut Report, run: BackendRun) {
+    report
+        .probe_run
+        .get_or_insert_with(ProbeRun::default)
+        .backends
+        .push(run);
 }
 
 /// How a backend's children are started: `--device N` etc. are appended.
@@ -102,24 +126,38 @@ fn device_args(cmd: &mut Command, index: u32, opts: &ProbeOptions) {
 }
 
 /// Result of running one backend's children.
-pub(crate) struct BackendRun {
+pub(crate) struct Children {
     pub(crate) hello: Option<Value>,
+    /// (device index, outcome), in index order.
     pub(crate) devices: Vec<(u32, Outcome)>,
+    /// When each device child was started (from the start of `detect`), by device index.
+    pub(crate) starts: Vec<(u32, Duration)>,
+    /// The peer child and when it started.
+    pub(crate) peer: Option<(Duration, Outcome)>,
+    pub(crate) count: count::Count,
+    /// From the start of `detect` until every child of this backend had exited.
+    pub(crate) wall: Duration,
 }
 
-/// Starts the first wanted device's child; its `hello` tells how many devices there are, and the
-/// other children start at once, so enumeration costs no extra driver initialisation. `only`
-/// limits the run to some device indices (targets the probe program was built for). Children
-/// are named `<key> device N` for recording and replay.
-pub(crate) fn run_devices(
+/// Starts a child for every counted device, and the peer child, all at once (issue #13); the
+/// runtime's own count (`hello`) then drops children for devices it does not show and starts the
+/// ones the count missed. With nothing counted, device 0's child starts first and its `hello`
+/// says how many more to start. `only` (with its count) limits the run to some device indices
+/// (targets the probe program was built for). Children are named `<key> device N` and
+/// `<key> peers` for recording and replay.
+pub(crate) fn run_children(
     make: ChildCommand<'_>,
     opts: &ProbeOptions,
     key: &str,
     only: Option<&[u32]>,
-) -> BackendRun {
+    count: count::Count,
+    t0: Instant,
+) -> Children {
     let h = &*opts.host;
+    // Spawned from this thread, which outlives them: the parent-death signal follows the thread.
     let start = |i: u32| {
-        recorded::start(
+        let at = t0.elapsed();
+        let s = recorded::start(
             h,
             &format!("{key} device {i}"),
             || {
@@ -128,45 +166,168 @@ pub(crate) fn run_devices(
                 c
             },
             opts.timeout,
-        )
+        );
+        (i, at, s)
     };
-    let first_index = match only {
-        Some(o) => match o.first() {
-            Some(i) => *i,
-            None => {
-                return BackendRun {
-                    hello: None,
-                    devices: Vec::new(),
-                };
-            }
-        },
-        None => 0,
+    let start_peer = || {
+        let at = t0.elapsed();
+        let s = recorded::start(
+            h,
+            &format!("{key} peers"),
+            || {
+                let mut c = make();
+                c.arg("--peers");
+                c
+            },
+            opts.timeout,
+        );
+        (at, s)
     };
-    let mut first = start(first_index);
-    let hello = first.wait_for("hello");
-    let count = hello
-        .as_ref()
-        .and_then(|h| h["device_count"].as_u64())
-        .unwrap_or(0) as u32;
-    let wanted = |i: u32| i != first_index && only.is_none_or(|o| o.contains(&i));
-    // Spawned from this thread, which outlives them: the parent-death signal follows the thread.
-    let others: Vec<(u32, recorded::Started)> = (0..count)
-        .filter(|i| wanted(*i))
-        .map(|i| (i, start(i)))
-        .collect();
-    let mut devices = vec![(first_index, first.finish(h))];
-    for (i, r) in others {
-        devices.push((i, r.finish(h)));
+    let wants_peer = |n: usize| opts.smoke && n >= 2;
+    let first_wave: Vec<u32> = match only {
+        Some(o) => o.to_vec(),
+        None => (0..count.devices.max(1)).collect(),
+    };
+    let mut started: Vec<_> = first_wave.iter().map(|i| start(*i)).collect();
+    let mut peer = wants_peer(first_wave.len()).then(start_peer);
+    if only.is_none()
+        && count.source == count::Source::Hello
+        && let Some((_, _, first)) = started.first_mut()
+        && let Some(hl) = first.wait_for("hello")
+    {
+        let n = hl["device_count"].as_u64().unwrap_or(0) as u32;
+        started.extend((1..n).map(start));
+        if peer.is_none() && wants_peer(n as usize) {
+            peer = Some(start_peer());
+        }
     }
-    devices.sort_by_key(|(i, _)| *i);
-    BackendRun { hello, devices }
+    let finish = |started: Vec<(u32, Duration, recorded::Started)>| {
+        started
+            .into_iter()
+            .map(|(i, at, s)| (i, at, s.finish(h)))
+            .collect::<Vec<_>>()
+    };
+    let mut done = finish(started);
+    let mut peer = peer.map(|(at, s)| (at, s.finish(h)));
+    let hello = done.iter().find_map(|(_, _, o)| o.event("hello").cloned());
+    if let Some(n) = hello
+        .as_ref()
+        .filter(|hl| interpret::api_error(&hl["error"]).is_none())
+        .and_then(|hl| hl["device_count"].as_u64())
+    {
+        let n = n as u32;
+        done.retain(|(i, _, _)| *i < n);
+        if only.is_none() {
+            // The files counted fewer devices than the runtime shows: start the rest now.
+            let have = done.iter().map(|(i, _, _)| i + 1).max().unwrap_or(0);
+            let late: Vec<_> = (have..n).map(start).collect();
+            let late_peer = (peer.is_none() && wants_peer(n as usize)).then(start_peer);
+            done.extend(finish(late));
+            if let Some((at, s)) = late_peer {
+                peer = Some((at, s.finish(h)));
+            }
+        }
+    }
+    done.sort_by_key(|(i, _, _)| *i);
+    Children {
+        hello,
+        starts: done.iter().map(|(i, at, _)| (*i, *at)).collect(),
+        devices: done.into_iter().map(|(i, _, o)| (i, o)).collect(),
+        peer,
+        count,
+        // Every child has exited (or been killed) by now.
+        wall: t0.elapsed(),
+    }
+}
+
+impl Children {
+    /// The per-stage numbers of device `index`'s child.
+    pub(crate) fn timings(&self, index: u32) -> Option<StageTimings> {
+        let (_, out) = self.devices.iter().find(|(i, _)| *i == index)?;
+        let start = self
+            .starts
+            .iter()
+            .find(|(i, _)| *i == index)
+            .map(|(_, s)| *s);
+        let f = |e: Option<&Value>, k: &str| e.and_then(|e| e[k].as_f64());
+        let device = out.event("device");
+        Some(StageTimings {
+            start_ms: start.map(ms),
+            driver_init_ms: f(out.event("hello"), "init_ms"),
+            context_ms: f(device, "context_ms"),
+            queries_ms: f(device, "queries_ms"),
+            smoke_ms: f(out.event("smoke"), "elapsed_ms"),
+            wall_ms: (!matches!(out.exit, Exit::SpawnFailed(_))).then(|| ms(out.elapsed)),
+        })
+    }
+
+    /// The backend's run for the report (`probe_run`).
+    pub(crate) fn backend_run(&self, backend: Backend) -> BackendRun {
+        BackendRun {
+            backend: Some(backend),
+            count_source: self.count.source.as_str().into(),
+            counted: self.count.devices,
+            wall_ms: Some(ms(self.wall)),
+            last_stage: None,
+            peer: self.peer.as_ref().map(|(start, out)| {
+                let done = out.event("peers_done");
+                PeerRun {
+                    start_ms: Some(ms(*start)),
+                    wall_ms: Some(ms(out.elapsed)),
+                    contexts_ms: done.and_then(|d| d["contexts_ms"].as_f64()),
+                    elapsed_ms: done.and_then(|d| d["elapsed_ms"].as_f64()),
+                    pairs: out
+                        .events_of("peer")
+                        .filter_map(|p| {
+                            Some(PeerVmm {
+                                from: p["from"].as_u64()? as u32,
+                                to: p["to"].as_u64()? as u32,
+                                reverse_can_access: p["reverse_can_access"].as_bool(),
+                                read_ok: p["vmm_ok"].as_bool(),
+                                mismatches: p["vmm_mismatches"].as_u64().unwrap_or(0),
+                                stage: p["vmm_stage"].as_str().map(str::to_string),
+                                error: interpret::api_error(&p["vmm_error"]),
+                            })
+                        })
+                        .collect(),
+                }
+            }),
+        }
+    }
+}
+
+/// A backend whose children never said hello: `hang` when its first child was killed at the
+/// deadline (with the stage it was in), `error` otherwise.
+pub(crate) fn no_hello_status(
+    status: &mut BackendStatus,
+    run: &mut BackendRun,
+    out: Option<&Outcome>,
+    smoke: &Smoke,
+) {
+    if let Some(out) = out.filter(|o| o.exit == Exit::TimedOut) {
+        let stage = out.last_stage().unwrap_or_else(|| "driver_init".into());
+        status.status = "hang".into();
+        status.detail = Some(format!(
+            "the {} probe was killed at the deadline during {stage}: {}",
+            status.backend.name(),
+            smoke.reason.clone().unwrap_or_default()
+        ));
+        run.last_stage = Some(stage);
+    } else {
+        status.status = "error".into();
+        status.detail = Some(format!(
+            "the {} probe did not start properly: {}",
+            status.backend.name(),
+            smoke.reason.clone().unwrap_or_default()
+        ));
+    }
 }
 
 fn hello_error(hello: &Value) -> Option<crate::report::ApiError> {
     interpret::api_error(&hello["error"])
 }
 
-fn probe_cuda(opts: &ProbeOptions, report: &mut Report) {
+fn probe_cuda(opts: &ProbeOptions, report: &mut Report, t0: Instant) {
     let h = &*opts.host;
     let proc_gpus = sysfs::nvidia_proc_gpus(h);
     let uuids: Vec<Option<String>> = proc_gpus.iter().map(|g| g.uuid.clone()).collect();
@@ -175,7 +336,14 @@ fn probe_cuda(opts: &ProbeOptions, report: &mut Report) {
     // What /proc knows, restricted to what CUDA programs would see, in their numbering.
     let proc_visible: Vec<&sysfs::NvidiaProcGpu> =
         sel.order.iter().map(|i| &proc_gpus[*i]).collect();
-    let run = run_devices(&cuda_command, opts, "cuda", None);
+    let counted = count::nvidia(
+        h,
+        proc_gpus.len(),
+        proc_visible.len(),
+        h.env("CUDA_VISIBLE_DEVICES").as_deref(),
+    );
+    let run = run_children(&cuda_command, opts, "cuda", None, counted, t0);
+    let mut brun = run.backend_run(Backend::Cuda);
     let mut status = BackendStatus {
         backend: Backend::Cuda,
         status: "ok".into(),
@@ -238,27 +406,23 @@ fn probe_cuda(opts: &ProbeOptions, report: &mut Report) {
                 d.smoke = smoke;
                 d.driver_version = status.driver_version.clone();
                 d.runtime_version = status.runtime_version.clone();
+                d.timings = run.timings(*i);
                 report.devices.push(d);
             }
             measured = true;
-            if count >= 2 && opts.smoke {
+            if let Some((_, out)) = &run.peer {
                 let all: Vec<u32> = (0..count as u32).collect();
-                report
-                    .peers
-                    .extend(run_peers(&cuda_command, &all, opts, "cuda"));
+                report.peers.extend(peer_results(out, &all, opts));
             }
         }
     } else {
         // Died or hung before it could even say hello: record what /proc knows, with the verdict.
-        let smoke = match run.devices.first() {
-            Some((_, out)) => smoke_from(out, opts.timeout, opts.smoke),
+        let first = run.devices.first().map(|(_, o)| o);
+        let smoke = match first {
+            Some(out) => smoke_from(out, opts.timeout, opts.smoke),
             None => Smoke::not_run("the CUDA probe did not run"),
         };
-        status.status = "error".into();
-        status.detail = Some(format!(
-            "the CUDA probe did not start properly: {}",
-            smoke.reason.clone().unwrap_or_default()
-        ));
+        no_hello_status(&mut status, &mut brun, first, &smoke);
         status.hint =
             Some("check `nvidia-smi` and the kernel log (dmesg) for driver errors".into());
         for (i, g) in proc_visible.iter().enumerate() {
@@ -318,73 +482,78 @@ fn probe_cuda(opts: &ProbeOptions, report: &mut Report) {
         ));
     }
     report.backends.push(status);
+    record_run(report, brun);
 }
 
-/// Peer access and a verified copy for each pair of `indices`; children `<key> peer A B`.
-pub(crate) fn run_peers(
-    make: ChildCommand<'_>,
-    indices: &[u32],
-    opts: &ProbeOptions,
-    key: &str,
-) -> Vec<PeerResult> {
-    let h = &*opts.host;
-    let mut running = Vec::new();
-    for (n, &a) in indices.iter().enumerate() {
-        for &b in &indices[n + 1..] {
-            let started = recorded::start(
-                h,
-                &format!("{key} peer {a} {b}"),
-                || {
-                    let mut c = make();
-                    c.arg("--peer").arg(a.to_string()).arg(b.to_string());
-                    c
-                },
-                opts.timeout,
-            );
-            running.push((a, b, started));
-        }
+/// The peer child's results for the pairs of `indices` (the devices measured), or its failure
+/// for every such pair.
+pub(crate) fn peer_results(out: &Outcome, indices: &[u32], opts: &ProbeOptions) -> Vec<PeerResult> {
+    let pairs: Vec<(u32, u32)> = indices
+        .iter()
+        .enumerate()
+        .flat_map(|(n, a)| indices[n + 1..].iter().map(move |b| (*a, *b)))
+        .collect();
+    if out.complete() {
+        return out
+            .events_of("peer")
+            .filter_map(|p| {
+                let (a, b) = (p["from"].as_u64()? as u32, p["to"].as_u64()? as u32);
+                pairs.contains(&(a, b)).then(|| peer_result(a, b, p))
+            })
+            .collect();
     }
-    running
+    let smoke = smoke_from(out, opts.timeout, true);
+    pairs
         .into_iter()
-        .map(|(a, b, r)| {
-            let out = r.finish(h);
-            let smoke = smoke_from(&out, opts.timeout, true);
-            match out.event("peer") {
-                Some(p) if out.complete() => {
-                    let copy_ok = p["copy_ok"].as_bool();
-                    PeerResult {
-                        from: a,
-                        to: b,
-                        can_access: p["can_access"].as_bool(),
-                        copy_ok,
-                        mismatches: p["mismatches"].as_u64(),
-                        outcome: if copy_ok == Some(true) {
-                            SmokeOutcome::Pass
-                        } else {
-                            SmokeOutcome::Fail
-                        },
-                        reason: interpret::api_error(&p["error"])
-                            .map(|e| e.to_string())
-                            .or_else(|| {
-                                p["mismatches"]
-                                    .as_u64()
-                                    .filter(|m| *m > 0)
-                                    .map(|m| format!("{m} words differ after the peer copy"))
-                            }),
-                    }
-                }
-                _ => PeerResult {
-                    from: a,
-                    to: b,
-                    can_access: None,
-                    copy_ok: None,
-                    mismatches: None,
-                    outcome: smoke.outcome,
-                    reason: smoke.reason,
-                },
-            }
+        .map(|(a, b)| PeerResult {
+            from: a,
+            to: b,
+            can_access: None,
+            copy_ok: None,
+            mismatches: None,
+            outcome: smoke.outcome,
+            reason: smoke.reason.clone(),
         })
         .collect()
+}
+
+/// One `peer` event: the ordinary peer copy and the VMM pool read from the peer.
+fn peer_result(a: u32, b: u32, p: &Value) -> PeerResult {
+    let copy_ok = p["copy_ok"].as_bool();
+    let vmm_ok = p["vmm_ok"].as_bool();
+    let mut reasons = Vec::new();
+    if let Some(e) = interpret::api_error(&p["error"]) {
+        reasons.push(e.to_string());
+    }
+    if let Some(m) = p["mismatches"].as_u64().filter(|m| *m > 0) {
+        reasons.push(format!("{m} words differ after the peer copy"));
+    }
+    if vmm_ok == Some(false) {
+        let stage = p["vmm_stage"].as_str().unwrap_or("peer_verify");
+        let mut r = format!(
+            "a VMM pool with access granted to the peer (as llama.cpp sets it with GGML_CUDA_P2P or NCCL/RCCL) failed at {stage}"
+        );
+        if let Some(m) = p["vmm_mismatches"].as_u64().filter(|m| *m > 0) {
+            r.push_str(&format!(": {m} words read wrong from the peer"));
+        }
+        if let Some(e) = interpret::api_error(&p["vmm_error"]) {
+            r.push_str(&format!(": {e}"));
+        }
+        reasons.push(r);
+    }
+    PeerResult {
+        from: a,
+        to: b,
+        can_access: p["can_access"].as_bool(),
+        copy_ok,
+        mismatches: p["mismatches"].as_u64(),
+        outcome: if copy_ok == Some(true) && vmm_ok != Some(false) {
+            SmokeOutcome::Pass
+        } else {
+            SmokeOutcome::Fail
+        },
+        reason: (!reasons.is_empty()).then(|| reasons.join("; ")),
+    }
 }
 
 fn proc_device(index: u32, g: &sysfs::NvidiaProcGpu, smoke: Smoke) -> Device {

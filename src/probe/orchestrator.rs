@@ -74,8 +74,12 @@ impl Outcome {
 }
 
 enum Msg {
-    Line(String),
-    Eof,
+    /// A protocol event, parsed on the reader thread (in parallel with every other child).
+    Event(Value),
+    /// A line that is not one.
+    Garbage(String),
+    /// Stdout closed, and when: the child's end, even if the parent reads it much later.
+    Eof(Instant),
 }
 
 /// A running child whose stdout is being read on a thread.
@@ -89,6 +93,7 @@ pub struct Running {
     events: Vec<Value>,
     garbage: Vec<String>,
     eof: bool,
+    ended: Option<Instant>,
 }
 
 /// Starts `cmd` in a new process group, with the parent-death signal set so that it dies with us.
@@ -113,6 +118,8 @@ pub fn spawn(mut cmd: Command, timeout: Duration) -> Result<Running, String> {
         }
     }
     let program = format!("{:?}", cmd.get_program());
+    // Before the fork: a child's time includes its own start, and its clock never starts before ours.
+    let started = Instant::now();
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start {program}: {e}"))?;
@@ -129,13 +136,20 @@ pub fn spawn(mut cmd: Command, timeout: Duration) -> Result<Running, String> {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {
                     let line = String::from_utf8_lossy(&buf).trim_end().to_string();
-                    if tx.send(Msg::Line(line)).is_err() {
+                    if line.trim().is_empty() {
+                        continue;
+                    }
+                    let msg = match serde_json::from_str::<Value>(&line) {
+                        Ok(v) if v.get("event").and_then(Value::as_str).is_some() => Msg::Event(v),
+                        _ => Msg::Garbage(line.chars().take(200).collect()),
+                    };
+                    if tx.send(msg).is_err() {
                         break;
                     }
                 }
             }
         }
-        let _ = tx.send(Msg::Eof);
+        let _ = tx.send(Msg::Eof(Instant::now()));
     });
     // Shared rather than returned: a grandchild that left the group can keep stderr open forever,
     // and gpuprobe must not wait for it.
@@ -151,7 +165,6 @@ pub fn spawn(mut cmd: Command, timeout: Duration) -> Result<Running, String> {
             }
         }
     });
-    let started = Instant::now();
     Ok(Running {
         child,
         rx,
@@ -162,22 +175,23 @@ pub fn spawn(mut cmd: Command, timeout: Duration) -> Result<Running, String> {
         events: Vec::new(),
         garbage: Vec::new(),
         eof: false,
+        ended: None,
     })
 }
 
 impl Running {
     fn take(&mut self, msg: Msg) {
         match msg {
-            Msg::Eof => self.eof = true,
-            Msg::Line(l) if l.trim().is_empty() => {}
-            Msg::Line(l) => match serde_json::from_str::<Value>(&l) {
-                Ok(v) if v.get("event").and_then(Value::as_str).is_some() => self.events.push(v),
-                _ => {
-                    if self.garbage.len() < 20 {
-                        self.garbage.push(l.chars().take(200).collect());
-                    }
+            Msg::Eof(at) => {
+                self.eof = true;
+                self.ended = Some(at);
+            }
+            Msg::Event(v) => self.events.push(v),
+            Msg::Garbage(l) => {
+                if self.garbage.len() < 20 {
+                    self.garbage.push(l);
                 }
-            },
+            }
         }
     }
 
@@ -245,7 +259,10 @@ impl Running {
             garbage: std::mem::take(&mut self.garbage),
             stderr_tail,
             exit,
-            elapsed: self.started.elapsed(),
+            elapsed: self
+                .ended
+                .unwrap_or_else(Instant::now)
+                .saturating_duration_since(self.started),
         }
     }
 

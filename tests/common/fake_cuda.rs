@@ -41,7 +41,7 @@ fn compile(build: Build) -> PathBuf {
     let compiler = cc::Build::new()
         .cargo_metadata(false)
         .cargo_warnings(false)
-        .opt_level(0)
+        .opt_level(3)
         .debug(false)
         .target(&triple)
         .host(&triple)
@@ -50,7 +50,7 @@ fn compile(build: Build) -> PathBuf {
     // Another test process may be building the same file: write aside, then rename.
     let tmp = dir.join(format!("libcuda.so.1.{}.tmp", std::process::id()));
     let mut cmd = compiler.to_command();
-    cmd.args(["-shared", "-fPIC", "-Wall", "-Wextra", "-o"])
+    cmd.args(["-shared", "-fPIC", "-pthread", "-Wall", "-Wextra", "-o"])
         .arg(&tmp)
         .arg(&src);
     if build == Build::Old {
@@ -105,7 +105,15 @@ const SCRUBBED: &[&str] = &[
     "FAKE_CUDA_PEER",
     "FAKE_CUDA_PEER_CORRUPT",
     "FAKE_CUDA_PIDFILE",
+    "FAKE_CUDA_FREE_MIB",
+    "FAKE_CUDA_WINDOW_MS",
+    "FAKE_CUDA_HANG_DEVICE",
+    "FAKE_CUDA_INIT_MS",
 ];
+
+/// Free VRAM the fake reports unless a test says otherwise: small, so the smoke test's long
+/// phase (past a quarter of free VRAM) stays cheap in host memory and time.
+pub const FREE_MIB: u64 = 128;
 
 /// One fake machine: a scenario, the driver build, extra variables, and an empty root for
 /// `/proc` and `/sys` (GPUPROBE_SYSFS_ROOT) so nothing of the real machine leaks in.
@@ -146,14 +154,21 @@ impl FakeMachine {
     /// `/proc/driver/nvidia/version` (see OPEN_MODULE, PROPRIETARY_MODULE) and one GPU.
     pub fn with_proc_nvidia(self, version_line: &str, bus: &str, model: &str) -> Self {
         let nv = self.root.path().join("proc/driver/nvidia");
-        std::fs::create_dir_all(nv.join("gpus").join(bus)).unwrap();
+        std::fs::create_dir_all(&nv).unwrap();
         std::fs::write(
             nv.join("version"),
             format!("{version_line}\nGCC version:  gcc version 13.3.0 (fake)\n"),
         )
         .unwrap();
+        self.with_proc_gpu(bus, model)
+    }
+
+    /// One more GPU under `/proc/driver/nvidia/gpus`.
+    pub fn with_proc_gpu(self, bus: &str, model: &str) -> Self {
+        let dir = self.root.path().join("proc/driver/nvidia/gpus").join(bus);
+        std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(
-            nv.join("gpus").join(bus).join("information"),
+            dir.join("information"),
             format!("Model: \t\t {model}\nIRQ:   \t\t 1\nBus Location: \t {bus}\n"),
         )
         .unwrap();
@@ -167,6 +182,7 @@ impl FakeMachine {
         cmd.env("GPUPROBE_LIBCUDA", &self.lib)
             .env("FAKE_CUDA_SCENARIO", &self.scenario)
             .env("GPUPROBE_SYSFS_ROOT", self.root.path())
+            .env("FAKE_CUDA_FREE_MIB", FREE_MIB.to_string())
             .env("XDG_CONFIG_HOME", self.root.path().join("config"))
             .env("XDG_CACHE_HOME", self.root.path().join("cache"))
             .env("NO_COLOR", "1");
@@ -217,6 +233,11 @@ impl FakeMachine {
 }
 
 /// The smoke pattern of probes/PROTOCOL.md, computed independently of the crate.
-pub fn pattern(word: u64, cycle: u32) -> u32 {
-    (word as u32).wrapping_mul(2_654_435_761) ^ cycle.wrapping_mul(2_246_822_519) ^ 0xA5A5_A5A5
+pub fn pattern(word: u64, seed: u32) -> u32 {
+    (word as u32).wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(2_246_822_519) ^ 0xA5A5_A5A5
+}
+
+/// The seed of pool `pool` in cycle `cycle` (probes/PROTOCOL.md).
+pub fn seed(cycle: u32, pool: u32) -> u32 {
+    (cycle << 3) | pool
 }

@@ -7,18 +7,35 @@
  * flag decision can be tested on machines without a GPU:
  *
  *   ok                   one "Fake GPU" (sm_90, 80 GiB, VMM, 2 MiB granularity); "device"
- *                        memory is host memory and the two smoke kernels (probes/PROTOCOL.md,
- *                        Kernel ABI) are emulated on the host through the mapping table.
+ *                        memory is host memory and the smoke kernels (probes/PROTOCOL.md,
+ *                        Kernel ABI) are emulated on the host through the mapping table, at
+ *                        launch; streams are in order, so that is what a stream would see.
  *   offset_access_fails  cuMemSetAccess fails (CUDA_ERROR_INVALID_VALUE) unless ptr is the
  *                        reservation base; access over the whole range from the base works.
+ *   setaccess_prefix_sum cuMemSetAccess validates `size` the way ROCm 7.0-7.2's hipMemSetAccess
+ *                        does (quirk Q3; ROCm/clr hipamd/src/hip_vm.cpp before rocm-systems PR
+ *                        #2451): it adds up the reservation's mapped sub-buffers from the FIRST
+ *                        one, whatever ptr is, and fails unless the running total hits `size`.
+ *                        Equal chunks pass (the first sub-buffer already matches); a growth of
+ *                        another size fails; access over the whole mapped range passes.
+ *   map_window           for FAKE_CUDA_WINDOW_MS (default 2) ms after cuMemMap, kernels reach
+ *                        the new mapping through a stale translation: their stores land in a
+ *                        shadow page and their loads read it back, so a write and a verify right
+ *                        after the map agree. Afterwards kernels and copies see the real memory,
+ *                        which never got the data and reads zeros (rocm-systems#11693).
+ *   peer_reads_fail      a kernel reading VMM memory of another device reads zeros, though
+ *                        access was granted (ordinary peer copies still work).
  *   reads_zeros          mappings after the first chunk of a reservation read back zeros and
  *                        lose stores.
  *   reserve_fails        cuMemAddressReserve of >= 32 GiB: CUDA_ERROR_OUT_OF_MEMORY.
  *   init_segv            cuInit dereferences a bad pointer (SIGSEGV).
  *   init_abort           cuInit calls abort() (SIGABRT).
- *   hang_verify          cuCtxSynchronize writes getpid() to $FAKE_CUDA_PIDFILE, then sleeps
- *                        forever.
+ *   hang_verify          cuCtxSynchronize and cuStreamSynchronize write getpid() to
+ *                        $FAKE_CUDA_PIDFILE, then sleep forever (with FAKE_CUDA_HANG_DEVICE=N
+ *                        only while device N's context is current).
  *   init_hang            the same in cuInit (before the child can say hello).
+ *   hang_context         the same in cuDevicePrimaryCtxRetain of device FAKE_CUDA_HANG_DEVICE
+ *                        (default 0).
  *   no_device            cuInit: CUDA_ERROR_NO_DEVICE.
  *   stub                 cuInit: CUDA_ERROR_STUB_LIBRARY.
  *   garbage              cuInit writes "NVRM: oops" to stdout, then everything works.
@@ -26,18 +43,24 @@
  *   partial              the second cuMemMap of the process exits 0 (a report cut short).
  *
  *   FAKE_CUDA_DEVICES=N       N devices (default 1, at most 8).
+ *   FAKE_CUDA_FREE_MIB=N      free VRAM before anything is allocated (default 79 GiB); what the
+ *                             fake allocates is taken off it.
  *   FAKE_CUDA_PEER=yes|no     cuDeviceCanAccessPeer's answer (default yes).
  *   FAKE_CUDA_PEER_CORRUPT=1  cuMemcpyPeer flips one byte in every MiB it copies.
+ *   FAKE_CUDA_INIT_MS=N       cuInit takes N ms (for orchestration tests: children overlap).
  *
  * Built with -DFAKE_OLD_DRIVER it does not export cuMemCreate, cuMemMap, cuMemSetAccess and
  * cuMemAddressReserve (a driver too old for the VMM API), while still reporting the VMM
  * attribute and granularity, so the child meets the missing symbols in the smoke test.
  */
+#define _GNU_SOURCE /* PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP */
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -118,7 +141,7 @@ enum {
 #define MIB (1ull << 20)
 #define GRANULARITY (2 * MIB)
 #define TOTAL_MEM (80 * GIB)
-#define FREE_MEM (79 * GIB)
+#define FREE_MEM (79 * GIB) /* unless FAKE_CUDA_FREE_MIB says otherwise */
 #define MAX_DEVICES 8
 #define MAX_RESERVATIONS 64
 #define MAX_REGIONS 256
@@ -145,29 +168,48 @@ static int device_count(void) {
 
 /* ---- state ------------------------------------------------------------------------------- */
 
-struct fake_ctx {
-    int device;
-    int refs;
-    int peers[MAX_DEVICES];
-};
 struct fake_module {
     int loaded;
     int has_write;
     int has_verify;
+    int has_busy;
+    /* The previous kernel ABI (protocol 1: gpuprobe_verify(base, count, cycle, u32 counters[2])),
+     * emulated too, so the previous code can be run against the scenarios above. */
+    int abi_v1;
+};
+struct fake_ctx {
+    int device;
+    int refs;
+    int peers[MAX_DEVICES];
+    struct fake_module module;
 };
 struct fake_function {
-    int kind; /* 1 write, 2 verify */
+    int kind; /* 1 write, 2 verify, 3 busy */
 };
 
 static int initialised;
 static struct fake_ctx contexts[MAX_DEVICES];
-static struct fake_ctx *current;
-static struct fake_module module_slot;
+/* Like CUDA's, the current context belongs to the thread. */
+static __thread struct fake_ctx *current;
+/* Everything else is shared: one lock around every entry point (held while a call hangs, as a
+ * hung driver call would block the others). */
+static pthread_mutex_t big_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static void unlock_big(int *unused) {
+    (void)unused;
+    pthread_mutex_unlock(&big_lock);
+}
+#define API_LOCK()                 \
+    pthread_mutex_lock(&big_lock); \
+    __attribute__((cleanup(unlock_big))) int api_lock_guard_ = 0;  \
+    (void)api_lock_guard_
 static struct fake_function fn_write = {1};
 static struct fake_function fn_verify = {2};
+static struct fake_function fn_busy = {3};
 /* A fault inside an emulated kernel: reported by the next synchronising call, and every call
  * after it (CUDA's sticky errors). */
 static CUresult sticky;
+/* Bytes allocated (cuMemCreate, cuMemAlloc): cuMemGetInfo takes them off the free memory. */
+static unsigned long long allocated_bytes;
 
 struct reservation {
     CUdeviceptr base;
@@ -183,6 +225,7 @@ struct allocation {
     size_t size;
     int refs; /* the handle, plus one per mapping */
     int used;
+    int device; /* the physical device (prop.location.id) */
 };
 static struct allocation allocations[MAX_ALLOCS];
 
@@ -192,11 +235,31 @@ struct region {
     size_t size;
     unsigned char *host;
     int alloc; /* index into allocations, or -1 for cuMemAlloc */
-    int access; /* read-write access was set */
+    unsigned access; /* bit d: read-write access was set for device d */
     int broken; /* reads_zeros: reads give 0, stores are lost */
+    int owner; /* device whose memory this is */
+    unsigned char *shadow; /* map_window: what kernels reach through the stale translation */
+    double mapped_at; /* map_window: when it was mapped (seconds, monotonic) */
     int used;
 };
 static struct region regions[MAX_REGIONS];
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static long env_long(const char *name, long fallback) {
+    const char *v = getenv(name);
+    return v && *v ? atol(v) : fallback;
+}
+
+static void sleep_ns(unsigned long long ns) {
+    struct timespec t = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+    while (nanosleep(&t, &t) != 0) {
+    }
+}
 
 static CUresult need_ctx(void) {
     if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
@@ -223,6 +286,11 @@ static struct region *new_region(void) {
     return NULL;
 }
 
+static void drop_region(struct region *g) {
+    free(g->shadow);
+    memset(g, 0, sizeof *g);
+}
+
 static struct reservation *find_reservation(CUdeviceptr va) {
     for (int i = 0; i < MAX_RESERVATIONS; i++) {
         struct reservation *r = &reservations[i];
@@ -231,21 +299,69 @@ static struct reservation *find_reservation(CUdeviceptr va) {
     return NULL;
 }
 
+/* Host buffers of released allocations, kept for the next cuMemCreate of the same size: the smoke
+ * test creates and releases the same sizes every cycle, and fresh host pages cost more than the
+ * emulated kernels. A reused buffer holds the previous cycle's data: garbage, as fresh VRAM is. */
+#define CACHED_BUFFERS 32
+static struct {
+    unsigned char *host;
+    size_t size;
+} cached[CACHED_BUFFERS];
+
+static unsigned char *take_cached(size_t size) {
+    for (int i = 0; i < CACHED_BUFFERS; i++)
+        if (cached[i].host && cached[i].size == size) {
+            unsigned char *p = cached[i].host;
+            cached[i].host = NULL;
+            return p;
+        }
+    return NULL;
+}
+
+static void put_cached(unsigned char *host, size_t size) {
+    for (int i = 0; i < CACHED_BUFFERS; i++)
+        if (!cached[i].host) {
+            cached[i].host = host;
+            cached[i].size = size;
+            return;
+        }
+    free(host);
+}
+
 static void drop_alloc(int idx) {
     struct allocation *a = &allocations[idx];
     if (--a->refs == 0) {
-        free(a->host);
+        put_cached(a->host, a->size);
+        allocated_bytes -= a->size;
         memset(a, 0, sizeof *a);
     }
 }
 
+/* The memory a kernel on the current device reaches in region r (NULL: zeros, stores lost). */
+static unsigned char *kernel_view(struct region *r) {
+    if (r->broken) return NULL;
+    if (is("peer_reads_fail") && r->alloc >= 0 && current && r->owner != current->device) return NULL;
+    if (r->shadow) {
+        if (now_s() - r->mapped_at < (double)env_long("FAKE_CUDA_WINDOW_MS", 2) / 1000.0) return r->shadow;
+        /* The translation caught up: from now on everything sees the real memory. */
+        free(r->shadow);
+        r->shadow = NULL;
+    }
+    return r->host;
+}
+
+static int can_touch(struct region *r) {
+    return current && (r->access & (1u << current->device));
+}
+
 /* Copies between host memory and device addresses, region by region; `to_device` says which
- * way. Needs access set on every region touched; broken mappings read zeros, drop stores. */
+ * way. Copies go through the copy engine and the current translation: they need access, see
+ * the real memory, and broken mappings read zeros and drop stores. */
 static CUresult copy_device(CUdeviceptr va, void *host, size_t n, int to_device) {
     unsigned char *h = host;
     while (n > 0) {
         struct region *r = find_region(va);
-        if (!r || !r->access) return CUDA_ERROR_INVALID_VALUE;
+        if (!r || !can_touch(r)) return CUDA_ERROR_INVALID_VALUE;
         size_t off = (size_t)(va - r->va);
         size_t len = r->size - off;
         if (len > n) len = n;
@@ -298,6 +414,7 @@ static const struct error_text *error_text(CUresult e) {
 }
 
 EXPORT CUresult cuGetErrorName(CUresult error, const char **pStr) {
+    API_LOCK();
     const struct error_text *t = error_text(error);
     if (!pStr) return CUDA_ERROR_INVALID_VALUE;
     *pStr = t ? t->name : NULL;
@@ -305,6 +422,7 @@ EXPORT CUresult cuGetErrorName(CUresult error, const char **pStr) {
 }
 
 EXPORT CUresult cuGetErrorString(CUresult error, const char **pStr) {
+    API_LOCK();
     const struct error_text *t = error_text(error);
     if (!pStr) return CUDA_ERROR_INVALID_VALUE;
     *pStr = t ? t->message : NULL;
@@ -330,9 +448,17 @@ static void hang_forever(void) {
     for (;;) pause();
 }
 
+/* hang_verify: hang at a synchronising call, on every device or only on FAKE_CUDA_HANG_DEVICE. */
+static void maybe_hang_at_sync(void) {
+    if (!is("hang_verify")) return;
+    long only = env_long("FAKE_CUDA_HANG_DEVICE", -1);
+    if (only < 0 || (current && current->device == only)) hang_forever();
+}
+
 static volatile uintptr_t bad_address = 16;
 
 EXPORT CUresult cuInit(unsigned int flags) {
+    API_LOCK();
     if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
     if (is("init_segv")) {
         /* A real fault (not raise()): the process's own SIGSEGV handler, if any, sees a fault
@@ -341,6 +467,8 @@ EXPORT CUresult cuInit(unsigned int flags) {
     }
     if (is("init_abort")) abort();
     if (is("init_hang")) hang_forever();
+    long init_ms = env_long("FAKE_CUDA_INIT_MS", 0);
+    if (init_ms > 0) sleep_ns((unsigned long long)init_ms * 1000000ull);
     if (is("no_device")) return CUDA_ERROR_NO_DEVICE;
     if (is("stub")) return CUDA_ERROR_STUB_LIBRARY;
     if (is("garbage") || is("garbage_exit")) {
@@ -353,6 +481,7 @@ EXPORT CUresult cuInit(unsigned int flags) {
 }
 
 EXPORT CUresult cuDriverGetVersion(int *driverVersion) {
+    API_LOCK();
     if (!driverVersion) return CUDA_ERROR_INVALID_VALUE;
     *driverVersion = 12080;
     return CUDA_SUCCESS;
@@ -365,6 +494,7 @@ static CUresult check_device(CUdevice dev) {
 }
 
 EXPORT CUresult cuDeviceGetCount(int *count) {
+    API_LOCK();
     if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
     if (!count) return CUDA_ERROR_INVALID_VALUE;
     *count = device_count();
@@ -372,6 +502,7 @@ EXPORT CUresult cuDeviceGetCount(int *count) {
 }
 
 EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+    API_LOCK();
     CUresult r = check_device(ordinal);
     if (r) return r;
     if (!device) return CUDA_ERROR_INVALID_VALUE;
@@ -380,6 +511,7 @@ EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal) {
 }
 
 EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
+    API_LOCK();
     CUresult r = check_device(dev);
     if (r) return r;
     if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
@@ -388,6 +520,7 @@ EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
 }
 
 EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+    API_LOCK();
     CUresult r = check_device(dev);
     if (r) return r;
     if (!bytes) return CUDA_ERROR_INVALID_VALUE;
@@ -396,6 +529,7 @@ EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
 }
 
 EXPORT CUresult cuDeviceGetAttribute(int *pi, int attrib, CUdevice dev) {
+    API_LOCK();
     CUresult r = check_device(dev);
     if (r) return r;
     if (!pi) return CUDA_ERROR_INVALID_VALUE;
@@ -411,6 +545,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *pi, int attrib, CUdevice dev) {
 }
 
 EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
+    API_LOCK();
     CUresult r = check_device(dev);
     if (r) return r;
     if (!pciBusId || len < 13) return CUDA_ERROR_INVALID_VALUE;
@@ -424,6 +559,7 @@ static int peer_allowed(void) {
 }
 
 EXPORT CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev) {
+    API_LOCK();
     CUresult r = check_device(dev);
     if (!r) r = check_device(peerDev);
     if (r) return r;
@@ -435,8 +571,10 @@ EXPORT CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice
 /* ---- contexts ---------------------------------------------------------------------------- */
 
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+    API_LOCK();
     CUresult r = check_device(dev);
     if (r) return r;
+    if (is("hang_context") && dev == env_long("FAKE_CUDA_HANG_DEVICE", 0)) hang_forever();
     if (!pctx) return CUDA_ERROR_INVALID_VALUE;
     contexts[dev].device = dev;
     contexts[dev].refs++;
@@ -445,6 +583,7 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
 }
 
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+    API_LOCK();
     CUresult r = check_device(dev);
     if (r) return r;
     if (contexts[dev].refs <= 0) return CUDA_ERROR_INVALID_CONTEXT;
@@ -453,6 +592,7 @@ EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
 }
 
 EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+    API_LOCK();
     if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
     if (ctx && (ctx < &contexts[0] || ctx >= &contexts[MAX_DEVICES] || ctx->refs <= 0)) return CUDA_ERROR_INVALID_CONTEXT;
     current = ctx;
@@ -460,13 +600,64 @@ EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
 }
 
 EXPORT CUresult cuCtxSynchronize(void) {
+    API_LOCK();
     CUresult r = need_ctx();
     if (r) return r;
-    if (is("hang_verify")) hang_forever();
+    maybe_hang_at_sync();
+    return CUDA_SUCCESS;
+}
+
+/* ---- streams: in order, and kernels run at launch, so a stream is only a handle ------------ */
+
+struct fake_stream {
+    int device;
+    int live;
+};
+static struct fake_stream streams[64];
+
+EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
+    API_LOCK();
+    CUresult r = need_ctx();
+    if (r) return r;
+    if (!phStream || Flags > 1) return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < 64; i++)
+        if (!streams[i].live) {
+            streams[i].live = 1;
+            streams[i].device = current->device;
+            *phStream = &streams[i];
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static CUresult check_stream(CUstream s) {
+    struct fake_stream *f = s;
+    if (f == NULL) return CUDA_SUCCESS; /* the legacy default stream */
+    if (f < &streams[0] || f >= &streams[64] || !f->live) return CUDA_ERROR_INVALID_HANDLE;
+    if (!current || f->device != current->device) return CUDA_ERROR_INVALID_HANDLE;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
+    API_LOCK();
+    CUresult r = need_ctx();
+    if (!r) r = check_stream(hStream);
+    if (r) return r;
+    maybe_hang_at_sync();
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamDestroy_v2(CUstream hStream) {
+    API_LOCK();
+    if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    struct fake_stream *f = hStream;
+    if (!f || f < &streams[0] || f >= &streams[64] || !f->live) return CUDA_ERROR_INVALID_HANDLE;
+    f->live = 0;
     return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags) {
+    API_LOCK();
     CUresult r = need_ctx();
     if (r) return r;
     if (!peerContext || Flags != 0 || peerContext->refs <= 0) return CUDA_ERROR_INVALID_VALUE;
@@ -479,109 +670,184 @@ EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
 /* ---- modules and kernels ----------------------------------------------------------------- */
 
 EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image) {
+    API_LOCK();
     CUresult r = need_ctx();
     if (r) return r;
     if (!module || !image) return CUDA_ERROR_INVALID_VALUE;
-    module_slot.loaded = 1;
-    module_slot.has_write = strstr(image, "gpuprobe_write") != NULL;
-    module_slot.has_verify = strstr(image, "gpuprobe_verify") != NULL;
-    *module = &module_slot;
+    struct fake_module *m = &current->module;
+    m->loaded = 1;
+    m->has_write = strstr(image, ".entry gpuprobe_write(") != NULL;
+    m->has_verify = strstr(image, ".entry gpuprobe_verify(") != NULL;
+    m->has_busy = strstr(image, ".entry gpuprobe_busy(") != NULL;
+    m->abi_v1 = strstr(image, "gpuprobe_verify_param_counters") != NULL;
+    *module = (CUmodule)m;
     return CUDA_SUCCESS;
 }
 
+static struct fake_module *module_of(CUmodule hmod) {
+    for (int d = 0; d < MAX_DEVICES; d++)
+        if ((CUmodule)&contexts[d].module == hmod && contexts[d].module.loaded) return &contexts[d].module;
+    return NULL;
+}
+
 EXPORT CUresult cuModuleUnload(CUmodule hmod) {
+    API_LOCK();
     if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
-    if (hmod != &module_slot || !module_slot.loaded) return CUDA_ERROR_INVALID_HANDLE;
-    module_slot.loaded = 0;
+    struct fake_module *m = module_of(hmod);
+    if (!m) return CUDA_ERROR_INVALID_HANDLE;
+    m->loaded = 0;
     return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) {
+    API_LOCK();
     CUresult r = need_ctx();
     if (r) return r;
     if (!hfunc || !name) return CUDA_ERROR_INVALID_VALUE;
-    if (hmod != &module_slot || !module_slot.loaded) return CUDA_ERROR_INVALID_HANDLE;
-    if (strcmp(name, "gpuprobe_write") == 0 && module_slot.has_write) {
+    struct fake_module *m = module_of(hmod);
+    if (!m) return CUDA_ERROR_INVALID_HANDLE;
+    if (strcmp(name, "gpuprobe_write") == 0 && m->has_write) {
         *hfunc = &fn_write;
-    } else if (strcmp(name, "gpuprobe_verify") == 0 && module_slot.has_verify) {
+    } else if (strcmp(name, "gpuprobe_verify") == 0 && m->has_verify) {
         *hfunc = &fn_verify;
+    } else if (strcmp(name, "gpuprobe_busy") == 0 && m->has_busy) {
+        *hfunc = &fn_busy;
     } else {
         return CUDA_ERROR_NOT_FOUND;
     }
     return CUDA_SUCCESS;
 }
 
-static uint32_t pattern(uint64_t w, uint32_t cycle) {
-    return ((uint32_t)w * 2654435761u) ^ (cycle * 2246822519u) ^ 0xA5A5A5A5u;
+static uint32_t pattern(uint64_t w, uint32_t seed) {
+    return ((uint32_t)w * 2654435761u) ^ (seed * 2246822519u) ^ 0xA5A5A5A5u;
 }
 
-/* gpuprobe_write(u32* base, u64 word_begin, u64 word_count, u32 cycle) */
+/* gpuprobe_write(u32* base, u64 word_begin, u64 word_count, u32 seed) */
 static CUresult emulate_write(void **params) {
     CUdeviceptr base = *(CUdeviceptr *)params[0];
     uint64_t begin = *(uint64_t *)params[1];
     uint64_t count = *(uint64_t *)params[2];
-    uint32_t cycle = *(uint32_t *)params[3];
+    uint32_t seed = *(uint32_t *)params[3];
     if (base % 4) return CUDA_ERROR_MISALIGNED_ADDRESS;
+    const uint32_t s = (seed * 2246822519u) ^ 0xA5A5A5A5u;
     uint64_t w = begin, end = begin + count;
     while (w < end) {
         CUdeviceptr va = base + w * 4;
         struct region *r = find_region(va);
-        if (!r || !r->access) return CUDA_ERROR_ILLEGAL_ADDRESS;
+        if (!r || !can_touch(r)) return CUDA_ERROR_ILLEGAL_ADDRESS;
         uint64_t last = w + (r->va + r->size - va) / 4;
         if (last > end) last = end;
-        uint32_t *p = (uint32_t *)(r->host + (va - r->va));
-        for (; w < last; w++, p++)
-            if (!r->broken) *p = pattern(w, cycle);
+        unsigned char *mem = kernel_view(r);
+        if (mem) {
+            uint32_t *p = (uint32_t *)(mem + (va - r->va));
+            uint64_t n = last - w;
+            for (uint64_t i = 0; i < n; i++) p[i] = ((uint32_t)(w + i) * 2654435761u) ^ s;
+        }
+        w = last;
     }
     return CUDA_SUCCESS;
 }
 
-/* gpuprobe_verify(const u32* base, u64 word_count, u32 cycle, u32* counters) */
-static CUresult emulate_verify(void **params) {
-    CUdeviceptr base = *(CUdeviceptr *)params[0];
-    uint64_t count = *(uint64_t *)params[1];
-    uint32_t cycle = *(uint32_t *)params[2];
-    CUdeviceptr counters_va = *(CUdeviceptr *)params[3];
-    if (base % 4 || counters_va % 4) return CUDA_ERROR_MISALIGNED_ADDRESS;
-    struct region *cr = find_region(counters_va);
-    if (!cr || !cr->access || counters_va + 8 > cr->va + cr->size) return CUDA_ERROR_ILLEGAL_ADDRESS;
-    uint32_t *counters = (uint32_t *)(cr->host + (counters_va - cr->va));
-    uint64_t w = 0;
-    while (w < count) {
+/* Counts words of [begin, begin + count) that differ from the pattern into a 64-bit slot. */
+static CUresult check_words(CUdeviceptr base, uint64_t begin, uint64_t count, uint32_t seed, CUdeviceptr slot_va) {
+    if (base % 4 || slot_va % 8) return CUDA_ERROR_MISALIGNED_ADDRESS;
+    struct region *cr = find_region(slot_va);
+    if (!cr || !can_touch(cr) || slot_va + 16 > cr->va + cr->size) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    uint64_t *slot = (uint64_t *)(cr->host + (slot_va - cr->va));
+    const uint32_t s = (seed * 2246822519u) ^ 0xA5A5A5A5u;
+    uint64_t w = begin, end = begin + count;
+    while (w < end) {
         CUdeviceptr va = base + w * 4;
         struct region *r = find_region(va);
-        if (!r || !r->access) return CUDA_ERROR_ILLEGAL_ADDRESS;
+        if (!r || !can_touch(r)) return CUDA_ERROR_ILLEGAL_ADDRESS;
         uint64_t last = w + (r->va + r->size - va) / 4;
-        if (last > count) last = count;
-        const uint32_t *p = (const uint32_t *)(r->host + (va - r->va));
-        for (; w < last; w++, p++) {
-            uint32_t seen = r->broken ? 0 : *p;
-            if (seen != pattern(w, cycle)) {
-                counters[0]++;
-                if ((uint32_t)w < counters[1]) counters[1] = (uint32_t)w;
+        if (last > end) last = end;
+        const unsigned char *mem = kernel_view(r);
+        uint64_t n = last - w, bad = 0;
+        if (mem) {
+            const uint32_t *p = (const uint32_t *)(mem + (va - r->va));
+            for (uint64_t i = 0; i < n; i++) bad += p[i] != (((uint32_t)(w + i) * 2654435761u) ^ s);
+        } else {
+            for (uint64_t i = 0; i < n; i++) bad += pattern(w + i, seed) != 0;
+        }
+        if (bad) {
+            slot[0] += bad;
+            for (uint64_t i = 0; i < n; i++) {
+                uint32_t seen = mem ? ((const uint32_t *)(mem + (va - r->va)))[i] : 0;
+                if (seen != pattern(w + i, seed)) {
+                    if (w + i < slot[1]) slot[1] = w + i;
+                    break;
+                }
             }
         }
+        w = last;
     }
     return CUDA_SUCCESS;
+}
+
+/* gpuprobe_verify(const u32* base, u64 word_begin, u64 word_count, u32 seed, u64* slot) */
+static CUresult emulate_verify(void **params) {
+    if (current->module.abi_v1) {
+        /* gpuprobe_verify(const u32* base, u64 word_count, u32 cycle, u32* counters): the same
+         * check into a scratch slot, folded into the 32-bit counters. */
+        CUdeviceptr counters_va = *(CUdeviceptr *)params[3];
+        struct region *cr = find_region(counters_va);
+        if (!cr || !can_touch(cr) || counters_va % 4 || counters_va + 8 > cr->va + cr->size)
+            return CUDA_ERROR_ILLEGAL_ADDRESS;
+        uint32_t *counters = (uint32_t *)(cr->host + (counters_va - cr->va));
+        static uint64_t scratch[2];
+        scratch[0] = 0;
+        scratch[1] = ~0ull;
+        struct region *slot = new_region();
+        if (!slot) return CUDA_ERROR_OUT_OF_MEMORY;
+        slot->va = 0x7e0000000000ull;
+        slot->size = sizeof scratch;
+        slot->host = (unsigned char *)scratch;
+        slot->alloc = -1;
+        slot->access = ~0u;
+        CUresult r = check_words(*(CUdeviceptr *)params[0], 0, *(uint64_t *)params[1], *(uint32_t *)params[2],
+                                 slot->va);
+        memset(slot, 0, sizeof *slot);
+        counters[0] += (uint32_t)scratch[0];
+        if (scratch[0] && (uint32_t)scratch[1] < counters[1]) counters[1] = (uint32_t)scratch[1];
+        return r;
+    }
+    return check_words(*(CUdeviceptr *)params[0], *(uint64_t *)params[1], *(uint64_t *)params[2],
+                       *(uint32_t *)params[3], *(CUdeviceptr *)params[4]);
+}
+
+/* gpuprobe_busy(const u32* base, u64 word_count, u32 seed, u64* slot, u64 ns): one pass, then the
+ * rest of its time (the host is held meanwhile, as if it waited for the kernel). */
+static CUresult emulate_busy(void **params) {
+    double t0 = now_s();
+    CUresult r = check_words(*(CUdeviceptr *)params[0], 0, *(uint64_t *)params[1], *(uint32_t *)params[2],
+                             *(CUdeviceptr *)params[3]);
+    unsigned long long ns = *(unsigned long long *)params[4];
+    double left = (double)ns / 1e9 - (now_s() - t0);
+    if (left > 0) sleep_ns((unsigned long long)(left * 1e9));
+    return r;
 }
 
 EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                                unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra) {
+    API_LOCK();
     CUresult r = need_ctx();
+    if (!r) r = check_stream(hStream);
     if (r) return r;
     (void)sharedMemBytes;
-    (void)hStream;
     if (!kernelParams || extra) return CUDA_ERROR_INVALID_VALUE;
     if (gridDimX == 0 || gridDimY == 0 || gridDimZ == 0 || blockDimX == 0 || blockDimY == 0 || blockDimZ == 0 ||
         (unsigned long long)blockDimX * blockDimY * blockDimZ > 1024)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!module_slot.loaded) return CUDA_ERROR_INVALID_HANDLE;
+    if (!current->module.loaded) return CUDA_ERROR_INVALID_HANDLE;
     /* The launch itself succeeds; a fault inside the kernel surfaces at the next sync. */
     if (f == &fn_write) {
         sticky = emulate_write(kernelParams);
     } else if (f == &fn_verify) {
         sticky = emulate_verify(kernelParams);
+    } else if (f == &fn_busy) {
+        sticky = emulate_busy(kernelParams);
     } else {
         return CUDA_ERROR_INVALID_HANDLE;
     }
@@ -591,15 +857,20 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int
 /* ---- ordinary memory --------------------------------------------------------------------- */
 
 EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
+    API_LOCK();
     CUresult r = need_ctx();
     if (r) return r;
     if (!free_bytes || !total) return CUDA_ERROR_INVALID_VALUE;
-    *free_bytes = FREE_MEM;
+    unsigned long long base = FREE_MEM;
+    long mib = env_long("FAKE_CUDA_FREE_MIB", -1);
+    if (mib >= 0) base = (unsigned long long)mib * MIB;
+    *free_bytes = base > allocated_bytes ? base - allocated_bytes : 0;
     *total = TOTAL_MEM;
     return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+    API_LOCK();
     CUresult r = need_ctx();
     if (r) return r;
     if (!dptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -615,22 +886,27 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
     g->size = bytesize;
     g->host = host;
     g->alloc = -1;
-    g->access = 1;
+    g->access = ~0u; /* ordinary memory: reachable from every device (peer access aside) */
+    g->owner = current->device;
+    allocated_bytes += bytesize;
     next_linear += (bytesize + GRANULARITY - 1) / GRANULARITY * GRANULARITY + GRANULARITY;
     *dptr = g->va;
     return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+    API_LOCK();
     if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
     struct region *g = find_region(dptr);
     if (!g || g->alloc != -1 || g->va != dptr) return CUDA_ERROR_INVALID_VALUE;
+    allocated_bytes -= g->size;
     free(g->host);
-    memset(g, 0, sizeof *g);
+    drop_region(g);
     return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
+    API_LOCK();
     CUresult r = need_ctx();
     if (r) return r;
     if (dstDevice % 4) return CUDA_ERROR_INVALID_VALUE;
@@ -642,13 +918,24 @@ EXPORT CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
 }
 
 EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount) {
+    API_LOCK();
     CUresult r = need_ctx();
     if (r) return r;
     if (!srcHost) return CUDA_ERROR_INVALID_VALUE;
     return copy_device(dstDevice, (void *)srcHost, ByteCount, 1);
 }
 
+EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream) {
+    API_LOCK();
+    CUresult r = need_ctx();
+    if (!r) r = check_stream(hStream);
+    if (r) return r;
+    if (!srcHost) return CUDA_ERROR_INVALID_VALUE;
+    return copy_device(dstDevice, (void *)srcHost, ByteCount, 1);
+}
+
 EXPORT CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
+    API_LOCK();
     CUresult r = need_ctx();
     if (r) return r;
     if (!dstHost) return CUDA_ERROR_INVALID_VALUE;
@@ -657,6 +944,7 @@ EXPORT CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t Byt
 
 EXPORT CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext,
                              size_t ByteCount) {
+    API_LOCK();
     CUresult r = need_ctx();
     if (r) return r;
     if (!dstContext || !srcContext || dstContext->refs <= 0 || srcContext->refs <= 0) return CUDA_ERROR_INVALID_CONTEXT;
@@ -683,6 +971,7 @@ static CUresult check_prop(const CUmemAllocationProp *prop) {
 }
 
 EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, unsigned int option) {
+    API_LOCK();
     if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = check_prop(prop);
     if (r) return r;
@@ -697,6 +986,7 @@ EXPORT
 static __attribute__((unused))
 #endif
 CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags) {
+    API_LOCK();
     CUresult r = need_ctx();
     if (r) return r;
     if (!ptr || size == 0 || size % GRANULARITY || flags != 0 || (alignment && alignment % GRANULARITY))
@@ -718,6 +1008,7 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
 }
 
 EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+    API_LOCK();
     if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
     struct reservation *v = find_reservation(ptr);
     if (!v || v->base != ptr || v->size != size) return CUDA_ERROR_INVALID_VALUE;
@@ -734,6 +1025,7 @@ EXPORT
 static __attribute__((unused))
 #endif
 CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, unsigned long long flags) {
+    API_LOCK();
     CUresult r = need_ctx();
     if (r) return r;
     r = check_prop(prop);
@@ -742,12 +1034,18 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
     for (int i = 0; i < MAX_ALLOCS; i++) {
         struct allocation *a = &allocations[i];
         if (!a->used) {
-            a->host = malloc(size);
-            if (!a->host) return CUDA_ERROR_OUT_OF_MEMORY;
-            memset(a->host, 0xCD, size); /* fresh memory is not zeroed */
+            a->host = take_cached(size);
+            if (!a->host) {
+                a->host = malloc(size);
+                if (!a->host) return CUDA_ERROR_OUT_OF_MEMORY;
+                memset(a->host, 0xCD, size); /* fresh memory is not zeroed */
+            }
+            if (is("map_window")) memset(a->host, 0, size); /* scrubbed: what the late reads find */
             a->size = size;
             a->refs = 1;
             a->used = 1;
+            a->device = prop->location.u.id;
+            allocated_bytes += size;
             *handle = (CUmemGenericAllocationHandle)(i + 1);
             return CUDA_SUCCESS;
         }
@@ -761,6 +1059,7 @@ static int handle_index(CUmemGenericAllocationHandle h) {
 }
 
 EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+    API_LOCK();
     if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
     int i = handle_index(handle);
     if (i < 0) return CUDA_ERROR_INVALID_VALUE;
@@ -776,6 +1075,7 @@ EXPORT
 static __attribute__((unused))
 #endif
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags) {
+    API_LOCK();
     CUresult r = need_ctx();
     if (r) return r;
     int i = handle_index(handle);
@@ -792,12 +1092,22 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     g->host = allocations[i].host;
     g->alloc = i;
     g->access = 0;
+    g->owner = allocations[i].device;
     g->broken = is("reads_zeros") && ptr != v->base;
+    if (is("map_window")) {
+        g->shadow = malloc(size);
+        if (!g->shadow) {
+            drop_region(g);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        g->mapped_at = now_s();
+    }
     allocations[i].refs++;
     return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+    API_LOCK();
     if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
     int removed = 0;
     for (int k = 0; k < MAX_REGIONS; k++) {
@@ -809,11 +1119,32 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
         struct region *g = &regions[k];
         if (!g->used || g->alloc < 0 || g->va < ptr || g->va + g->size > ptr + size) continue;
         int a = g->alloc;
-        memset(g, 0, sizeof *g);
+        drop_region(g);
         drop_alloc(a);
         removed++;
     }
     return removed ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* setaccess_prefix_sum: ROCm 7.0-7.2's check. The sizes of the reservation's mapped sub-buffers,
+ * in address order from the FIRST one (not from ptr), are added up; the call is valid only if the
+ * running total reaches `size` exactly. */
+static int prefix_sum_matches(const struct reservation *v, size_t size) {
+    size_t total = 0;
+    CUdeviceptr at = v->base;
+    for (;;) {
+        struct region *next = NULL;
+        for (int k = 0; k < MAX_REGIONS; k++) {
+            struct region *g = &regions[k];
+            if (g->used && g->alloc >= 0 && g->va >= at && g->va < v->base + v->size && (!next || g->va < next->va))
+                next = g;
+        }
+        if (!next) return 0;
+        total += next->size;
+        if (total == size) return 1;
+        if (total > size) return 0;
+        at = next->va + next->size;
+    }
 }
 
 #ifndef FAKE_OLD_DRIVER
@@ -822,6 +1153,7 @@ EXPORT
 static __attribute__((unused))
 #endif
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count) {
+    API_LOCK();
     CUresult r = need_ctx();
     if (r) return r;
     if (!desc || count == 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -834,15 +1166,18 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
     struct reservation *v = find_reservation(ptr);
     if (!v) return CUDA_ERROR_INVALID_VALUE;
     if (is("offset_access_fails") && ptr != v->base) return CUDA_ERROR_INVALID_VALUE;
+    if (is("setaccess_prefix_sum") && !prefix_sum_matches(v, size)) return CUDA_ERROR_INVALID_VALUE;
     /* The whole range must be mapped, without holes. */
     for (CUdeviceptr va = ptr; va < ptr + size;) {
         struct region *g = find_region(va);
         if (!g || g->alloc < 0) return CUDA_ERROR_INVALID_VALUE;
         va = g->va + g->size;
     }
+    unsigned bits = 0;
+    for (size_t i = 0; i < count; i++) bits |= 1u << desc[i].location.u.id;
     for (CUdeviceptr va = ptr; va < ptr + size;) {
         struct region *g = find_region(va);
-        g->access = 1;
+        g->access |= bits;
         va = g->va + g->size;
     }
     return CUDA_SUCCESS;

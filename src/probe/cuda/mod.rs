@@ -3,6 +3,9 @@
 
 pub mod child;
 mod driver;
+mod gpu;
+mod peer;
+pub mod smoke;
 #[allow(unsafe_op_in_unsafe_fn)]
 #[rustfmt::skip]
 pub mod sys;

@@ -33,6 +33,10 @@ pub struct CUstream_st {
     _unused: [u8; 0],
 }
 pub type CUstream = *mut CUstream_st;
+pub const CU_STREAM_DEFAULT: CUstream_flags_enum = 0;
+pub const CU_STREAM_NON_BLOCKING: CUstream_flags_enum = 1;
+pub type CUstream_flags_enum = ::std::os::raw::c_uint;
+pub use self::CUstream_flags_enum as CUstream_flags;
 pub const CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: CUdevice_attribute_enum = 1;
 pub const CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: CUdevice_attribute_enum = 2;
 pub const CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: CUdevice_attribute_enum = 3;
@@ -556,6 +560,15 @@ pub struct CudaDriver {
         ) -> CUresult,
         ::libloading::Error,
     >,
+    pub cuMemcpyHtoDAsync_v2: Result<
+        unsafe extern "C" fn(
+            dstDevice: CUdeviceptr,
+            srcHost: *const ::std::os::raw::c_void,
+            ByteCount: usize,
+            hStream: CUstream,
+        ) -> CUresult,
+        ::libloading::Error,
+    >,
     pub cuMemsetD32_v2: Result<
         unsafe extern "C" fn(
             dstDevice: CUdeviceptr,
@@ -622,6 +635,14 @@ pub struct CudaDriver {
         ) -> CUresult,
         ::libloading::Error,
     >,
+    pub cuStreamCreate: Result<
+        unsafe extern "C" fn(phStream: *mut CUstream, Flags: ::std::os::raw::c_uint) -> CUresult,
+        ::libloading::Error,
+    >,
+    pub cuStreamSynchronize:
+        Result<unsafe extern "C" fn(hStream: CUstream) -> CUresult, ::libloading::Error>,
+    pub cuStreamDestroy_v2:
+        Result<unsafe extern "C" fn(hStream: CUstream) -> CUresult, ::libloading::Error>,
     pub cuLaunchKernel: Result<
         unsafe extern "C" fn(
             f: CUfunction,
@@ -690,6 +711,7 @@ impl CudaDriver {
         let cuMemcpyPeer = __library.get(b"cuMemcpyPeer\0").map(|sym| *sym);
         let cuMemcpyHtoD_v2 = __library.get(b"cuMemcpyHtoD_v2\0").map(|sym| *sym);
         let cuMemcpyDtoH_v2 = __library.get(b"cuMemcpyDtoH_v2\0").map(|sym| *sym);
+        let cuMemcpyHtoDAsync_v2 = __library.get(b"cuMemcpyHtoDAsync_v2\0").map(|sym| *sym);
         let cuMemsetD32_v2 = __library.get(b"cuMemsetD32_v2\0").map(|sym| *sym);
         let cuMemAddressReserve = __library.get(b"cuMemAddressReserve\0").map(|sym| *sym);
         let cuMemAddressFree = __library.get(b"cuMemAddressFree\0").map(|sym| *sym);
@@ -701,6 +723,9 @@ impl CudaDriver {
         let cuMemGetAllocationGranularity = __library
             .get(b"cuMemGetAllocationGranularity\0")
             .map(|sym| *sym);
+        let cuStreamCreate = __library.get(b"cuStreamCreate\0").map(|sym| *sym);
+        let cuStreamSynchronize = __library.get(b"cuStreamSynchronize\0").map(|sym| *sym);
+        let cuStreamDestroy_v2 = __library.get(b"cuStreamDestroy_v2\0").map(|sym| *sym);
         let cuLaunchKernel = __library.get(b"cuLaunchKernel\0").map(|sym| *sym);
         let cuDeviceCanAccessPeer = __library.get(b"cuDeviceCanAccessPeer\0").map(|sym| *sym);
         let cuCtxEnablePeerAccess = __library.get(b"cuCtxEnablePeerAccess\0").map(|sym| *sym);
@@ -729,6 +754,7 @@ impl CudaDriver {
             cuMemcpyPeer,
             cuMemcpyHtoD_v2,
             cuMemcpyDtoH_v2,
+            cuMemcpyHtoDAsync_v2,
             cuMemsetD32_v2,
             cuMemAddressReserve,
             cuMemAddressFree,
@@ -738,6 +764,9 @@ impl CudaDriver {
             cuMemUnmap,
             cuMemSetAccess,
             cuMemGetAllocationGranularity,
+            cuStreamCreate,
+            cuStreamSynchronize,
+            cuStreamDestroy_v2,
             cuLaunchKernel,
             cuDeviceCanAccessPeer,
             cuCtxEnablePeerAccess,
@@ -933,6 +962,18 @@ impl CudaDriver {
             .as_ref()
             .expect("Expected function, got error."))(dstHost, srcDevice, ByteCount)
     }
+    pub unsafe fn cuMemcpyHtoDAsync_v2(
+        &self,
+        dstDevice: CUdeviceptr,
+        srcHost: *const ::std::os::raw::c_void,
+        ByteCount: usize,
+        hStream: CUstream,
+    ) -> CUresult {
+        (self
+            .cuMemcpyHtoDAsync_v2
+            .as_ref()
+            .expect("Expected function, got error."))(dstDevice, srcHost, ByteCount, hStream)
+    }
     pub unsafe fn cuMemsetD32_v2(
         &self,
         dstDevice: CUdeviceptr,
@@ -1022,6 +1063,28 @@ impl CudaDriver {
             .cuMemGetAllocationGranularity
             .as_ref()
             .expect("Expected function, got error."))(granularity, prop, option)
+    }
+    pub unsafe fn cuStreamCreate(
+        &self,
+        phStream: *mut CUstream,
+        Flags: ::std::os::raw::c_uint,
+    ) -> CUresult {
+        (self
+            .cuStreamCreate
+            .as_ref()
+            .expect("Expected function, got error."))(phStream, Flags)
+    }
+    pub unsafe fn cuStreamSynchronize(&self, hStream: CUstream) -> CUresult {
+        (self
+            .cuStreamSynchronize
+            .as_ref()
+            .expect("Expected function, got error."))(hStream)
+    }
+    pub unsafe fn cuStreamDestroy_v2(&self, hStream: CUstream) -> CUresult {
+        (self
+            .cuStreamDestroy_v2
+            .as_ref()
+            .expect("Expected function, got error."))(hStream)
     }
     pub unsafe fn cuLaunchKernel(
         &self,

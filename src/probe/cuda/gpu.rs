@@ -1,0 +1,289 @@
+//! Handles that release themselves: the primary context, a non-blocking stream, the smoke module,
+//! device buffers and counter slots. Each borrows the driver it came from.
+
+use std::ffi::{CString, c_void};
+
+use super::driver::cu;
+use super::{Driver, sys};
+use crate::report::ApiError;
+
+const PTX: &str = include_str!("../../../probes/smoke.ptx");
+pub const THREADS_PER_BLOCK: u32 = 256;
+pub const MAX_BLOCKS: u32 = 1024;
+/// Few enough blocks to be resident together on any GPU, so the busy kernel lasts about its time.
+pub const BUSY_BLOCKS: u32 = 64;
+
+/// A device's primary context, made current; released on drop.
+pub struct Context<'a> {
+    drv: &'a Driver,
+    pub dev: sys::CUdevice,
+    pub ctx: sys::CUcontext,
+}
+
+impl<'a> Context<'a> {
+    pub fn retain(drv: &'a Driver, ordinal: i32) -> Result<Self, ApiError> {
+        let mut dev: sys::CUdevice = 0;
+        cu!(drv, cuDeviceGet(&mut dev, ordinal))?;
+        let mut ctx: sys::CUcontext = std::ptr::null_mut();
+        cu!(drv, cuDevicePrimaryCtxRetain(&mut ctx, dev))?;
+        let c = Context { drv, dev, ctx };
+        c.make_current()?;
+        Ok(c)
+    }
+
+    pub fn make_current(&self) -> Result<(), ApiError> {
+        cu!(self.drv, cuCtxSetCurrent(self.ctx))
+    }
+}
+
+impl Drop for Context<'_> {
+    fn drop(&mut self) {
+        let _ = cu!(self.drv, cuDevicePrimaryCtxRelease_v2(self.dev));
+    }
+}
+
+/// A stream that does not synchronise with the legacy default stream, like llama.cpp's.
+pub struct Stream<'a> {
+    drv: &'a Driver,
+    pub raw: sys::CUstream,
+}
+
+impl<'a> Stream<'a> {
+    pub fn new(drv: &'a Driver) -> Result<Self, ApiError> {
+        let mut raw: sys::CUstream = std::ptr::null_mut();
+        cu!(drv, cuStreamCreate(&mut raw, sys::CU_STREAM_NON_BLOCKING))?;
+        Ok(Stream { drv, raw })
+    }
+
+    pub fn sync(&self) -> Result<(), ApiError> {
+        cu!(self.drv, cuStreamSynchronize(self.raw))
+    }
+}
+
+impl Drop for Stream<'_> {
+    fn drop(&mut self) {
+        let _ = cu!(self.drv, cuStreamDestroy_v2(self.raw));
+    }
+}
+
+/// Ordinary device memory (cuMemAlloc) in the current context.
+pub struct DeviceBuffer<'a> {
+    drv: &'a Driver,
+    pub ptr: sys::CUdeviceptr,
+}
+
+impl<'a> DeviceBuffer<'a> {
+    pub fn new(drv: &'a Driver, bytes: usize) -> Result<Self, ApiError> {
+        let mut ptr: sys::CUdeviceptr = 0;
+        cu!(drv, cuMemAlloc_v2(&mut ptr, bytes))?;
+        Ok(DeviceBuffer { drv, ptr })
+    }
+}
+
+impl Drop for DeviceBuffer<'_> {
+    fn drop(&mut self) {
+        let _ = cu!(self.drv, cuMemFree_v2(self.ptr));
+    }
+}
+
+/// The smoke kernels (probes/smoke.ptx) loaded into the current context.
+pub struct Kernels<'a> {
+    drv: &'a Driver,
+    module: sys::CUmodule,
+    pub write: sys::CUfunction,
+    pub verify: sys::CUfunction,
+    pub busy: sys::CUfunction,
+}
+
+impl<'a> Kernels<'a> {
+    pub fn load(drv: &'a Driver) -> Result<Self, ApiError> {
+        let image = CString::new(PTX).map_err(|_| ApiError {
+            api: "PTX".into(),
+            code: -1,
+            name: None,
+            message: Some("NUL in PTX".into()),
+        })?;
+        let mut module: sys::CUmodule = std::ptr::null_mut();
+        cu!(drv, cuModuleLoadData(&mut module, image.as_ptr().cast()))?;
+        let mut k = Kernels {
+            drv,
+            module,
+            write: std::ptr::null_mut(),
+            verify: std::ptr::null_mut(),
+            busy: std::ptr::null_mut(),
+        };
+        for (slot, name) in [
+            (&mut k.write, c"gpuprobe_write"),
+            (&mut k.verify, c"gpuprobe_verify"),
+            (&mut k.busy, c"gpuprobe_busy"),
+        ] {
+            cu!(drv, cuModuleGetFunction(slot, module, name.as_ptr()))?;
+        }
+        Ok(k)
+    }
+
+    /// `gpuprobe_write` over words [begin, begin + count) of `base`.
+    pub fn write(
+        &self,
+        stream: &Stream<'_>,
+        base: u64,
+        begin: u64,
+        count: u64,
+        seed: u32,
+    ) -> Result<(), ApiError> {
+        let (mut b, mut w, mut n, mut s) = (base, begin, count, seed);
+        let mut params: [*mut c_void; 4] = [
+            (&mut b as *mut u64).cast(),
+            (&mut w as *mut u64).cast(),
+            (&mut n as *mut u64).cast(),
+            (&mut s as *mut u32).cast(),
+        ];
+        self.launch(self.write, blocks_for(count), stream, &mut params)
+    }
+
+    /// `gpuprobe_verify` over words [begin, begin + count) into counter slot `slot`.
+    pub fn verify(
+        &self,
+        stream: &Stream<'_>,
+        base: u64,
+        begin: u64,
+        count: u64,
+        seed: u32,
+        slot: u64,
+    ) -> Result<(), ApiError> {
+        let (mut b, mut w, mut n, mut s, mut c) = (base, begin, count, seed, slot);
+        let mut params: [*mut c_void; 5] = [
+            (&mut b as *mut u64).cast(),
+            (&mut w as *mut u64).cast(),
+            (&mut n as *mut u64).cast(),
+            (&mut s as *mut u32).cast(),
+            (&mut c as *mut u64).cast(),
+        ];
+        self.launch(self.verify, blocks_for(count), stream, &mut params)
+    }
+
+    /// `gpuprobe_busy`: verifies words [0, count) over and over for about `ns` nanoseconds.
+    pub fn busy(
+        &self,
+        stream: &Stream<'_>,
+        base: u64,
+        count: u64,
+        seed: u32,
+        slot: u64,
+        ns: u64,
+    ) -> Result<(), ApiError> {
+        let (mut b, mut n, mut s, mut c, mut t) = (base, count, seed, slot, ns);
+        let mut params: [*mut c_void; 5] = [
+            (&mut b as *mut u64).cast(),
+            (&mut n as *mut u64).cast(),
+            (&mut s as *mut u32).cast(),
+            (&mut c as *mut u64).cast(),
+            (&mut t as *mut u64).cast(),
+        ];
+        self.launch(self.busy, BUSY_BLOCKS, stream, &mut params)
+    }
+
+    fn launch(
+        &self,
+        f: sys::CUfunction,
+        blocks: u32,
+        stream: &Stream<'_>,
+        params: &mut [*mut c_void],
+    ) -> Result<(), ApiError> {
+        cu!(
+            self.drv,
+            cuLaunchKernel(
+                f,
+                blocks,
+                1,
+                1,
+                THREADS_PER_BLOCK,
+                1,
+                1,
+                0,
+                stream.raw,
+                params.as_mut_ptr(),
+                std::ptr::null_mut()
+            )
+        )
+    }
+}
+
+impl Drop for Kernels<'_> {
+    fn drop(&mut self) {
+        let _ = cu!(self.drv, cuModuleUnload(self.module));
+    }
+}
+
+pub fn blocks_for(words: u64) -> u32 {
+    words
+        .div_ceil(u64::from(THREADS_PER_BLOCK))
+        .clamp(1, u64::from(MAX_BLOCKS)) as u32
+}
+
+/// Mismatch counters: `n` slots of two u64 (count, lowest bad word), reset on a stream.
+pub struct Slots<'a> {
+    drv: &'a Driver,
+    buf: DeviceBuffer<'a>,
+    n: usize,
+}
+
+/// One slot's content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotValue {
+    pub mismatches: u64,
+    pub first_bad_word: u64,
+}
+
+impl<'a> Slots<'a> {
+    pub fn new(drv: &'a Driver, n: usize) -> Result<Self, ApiError> {
+        Ok(Slots {
+            drv,
+            buf: DeviceBuffer::new(drv, n * 16)?,
+            n,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    pub fn addr(&self, i: usize) -> u64 {
+        self.buf.ptr + (i as u64) * 16
+    }
+
+    /// Queues the reset of every slot on `stream` (no host wait).
+    pub fn reset(&self, stream: &Stream<'_>) -> Result<(), ApiError> {
+        let init: Vec<u64> = (0..self.n).flat_map(|_| [0u64, u64::MAX]).collect();
+        cu!(
+            self.drv,
+            cuMemcpyHtoDAsync_v2(self.buf.ptr, init.as_ptr().cast(), self.n * 16, stream.raw)
+        )?;
+        // A pageable source is staged before the call returns, so `init` may go now.
+        Ok(())
+    }
+
+    /// Reads every slot; call after the stream that used them has been synchronised.
+    pub fn read(&self) -> Result<Vec<SlotValue>, ApiError> {
+        let mut raw = vec![0u64; self.n * 2];
+        cu!(
+            self.drv,
+            cuMemcpyDtoH_v2(raw.as_mut_ptr().cast(), self.buf.ptr, self.n * 16)
+        )?;
+        Ok(raw
+            .chunks_exact(2)
+            .map(|c| SlotValue {
+                mismatches: c[0],
+                first_bad_word: c[1],
+            })
+            .collect())
+    }
+}
+
+/// Host copy of `words` 32-bit words at device address `src` into `dst`.
+pub fn copy_to_host(drv: &Driver, dst: &mut [u32], src: u64) -> Result<(), ApiError> {
+    cu!(
+        drv,
+        cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), src, std::mem::size_of_val(dst))
+    )
+}

@@ -1,0 +1,329 @@
+//! `__child cuda --peers`: every pair of devices in one child, started together with the device
+//! children so peer checks add no serial phase (issue #13).
+//!
+//! Per device, a small VMM pool grown like the smoke test's pool 0, with access set in one call
+//! for the device and every device that can access it (llama.cpp does this with GGML_CUDA_P2P or
+//! an NCCL/RCCL build), and each new chunk verified from every such peer by a kernel running on
+//! the peer. Per pair, an ordinary 64 MiB peer copy, verified (`GGML_CUDA_NO_PEER_COPY` decides on
+//! that).
+
+use std::time::Instant;
+
+use serde_json::json;
+
+use super::driver::cu;
+use super::gpu::{Context, DeviceBuffer, Kernels, Slots, Stream};
+use super::smoke::{alloc_prop, readwrite_access};
+use super::{Driver, sys};
+use crate::probe::events::{Emitter, api_error_json};
+use crate::probe::smoke_pattern::seed;
+use crate::probe::smoke_plan;
+use crate::report::ApiError;
+
+const COPY_BYTES: usize = 64 << 20;
+
+/// One device's handles in this child.
+struct Dev<'a> {
+    ctx: Context<'a>,
+    kernels: Kernels<'a>,
+    stream: Stream<'a>,
+    slots: Slots<'a>,
+}
+
+fn open(drv: &Driver, ordinal: i32) -> Result<Dev<'_>, ApiError> {
+    let ctx = Context::retain(drv, ordinal)?;
+    Ok(Dev {
+        kernels: Kernels::load(drv)?,
+        stream: Stream::new(drv)?,
+        slots: Slots::new(drv, 8)?,
+        ctx,
+    })
+}
+
+/// How reading one owner's pool from one peer went.
+#[derive(Debug, Clone, Default)]
+struct PeerRead {
+    mismatches: u64,
+    stage: Option<&'static str>,
+    error: Option<ApiError>,
+}
+
+impl PeerRead {
+    fn ok(&self) -> bool {
+        self.mismatches == 0 && self.error.is_none()
+    }
+}
+
+/// A device's handles, moved between threads: driver handles belong to the process, not to the
+/// thread that made them (each use makes its context current first).
+struct Opened<'a>(Result<Dev<'a>, ApiError>);
+// SAFETY: CUcontext, CUmodule, CUstream and device pointers are process-wide handles; every use
+// in this module makes the owning context current on the calling thread first.
+unsafe impl Send for Opened<'_> {}
+
+pub fn run(drv: &Driver, out: &mut Emitter, count: i32) {
+    let started = Instant::now();
+    let n = count.max(0) as usize;
+    // Creating a context costs as much as the rest of a device's probe; do all of them at once.
+    let devs: Vec<Result<Dev<'_>, ApiError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n as i32)
+            .map(|i| s.spawn(move || Opened(open(drv, i))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h.join() {
+                Ok(o) => o.0,
+                Err(_) => Err(ApiError {
+                    api: "gpuprobe".into(),
+                    code: -1,
+                    name: Some("THREAD_PANICKED".into()),
+                    message: None,
+                }),
+            })
+            .collect()
+    });
+    let contexts_ms = started.elapsed().as_secs_f64() * 1000.0;
+    // can[a][b]: device a can access device b's memory.
+    let mut can = vec![vec![None; n]; n];
+    for (a, row) in can.iter_mut().enumerate() {
+        for (b, cell) in row.iter_mut().enumerate() {
+            if a != b {
+                let mut v = 0i32;
+                *cell = cu!(drv, cuDeviceCanAccessPeer(&mut v, a as i32, b as i32))
+                    .ok()
+                    .map(|_| v != 0);
+            }
+        }
+    }
+    // reads[o][p]: device p reading device o's pool.
+    let mut reads: Vec<Vec<Option<PeerRead>>> = vec![vec![None; n]; n];
+    for (o, row) in reads.iter_mut().enumerate() {
+        let peers: Vec<usize> = (0..n).filter(|p| can[*p][o] == Some(true)).collect();
+        if peers.is_empty() {
+            continue;
+        }
+        let results = vmm_pool_read_by_peers(drv, &devs, o, &peers);
+        for (p, r) in peers.into_iter().zip(results) {
+            row[p] = Some(r);
+        }
+    }
+    for a in 0..n {
+        for b in (a + 1)..n {
+            let t = Instant::now();
+            let copy = match (&devs[a], &devs[b]) {
+                (Ok(da), Ok(db)) => peer_copy(drv, da, db, can[a][b] == Some(true)),
+                (Err(e), _) | (_, Err(e)) => Err(e.clone()),
+            };
+            let (copy_ok, mismatches, error) = match copy {
+                Ok(m) => (Some(m == 0), m, None),
+                Err(e) => (Some(false), 0, Some(api_error_json(&e))),
+            };
+            let both = [reads[a][b].as_ref(), reads[b][a].as_ref()];
+            let checked: Vec<&PeerRead> = both.into_iter().flatten().collect();
+            let bad = checked.iter().find(|r| !r.ok());
+            out.emit(json!({
+                "event": "peer", "from": a, "to": b,
+                "can_access": can[a][b], "reverse_can_access": can[b][a],
+                "copy_ok": copy_ok, "mismatches": mismatches, "error": error,
+                "vmm_ok": (!checked.is_empty()).then(|| bad.is_none()),
+                "vmm_mismatches": checked.iter().map(|r| r.mismatches).sum::<u64>(),
+                "vmm_stage": bad.and_then(|r| r.stage),
+                "vmm_error": bad.and_then(|r| r.error.as_ref()).map(api_error_json),
+                "copy_ms": t.elapsed().as_secs_f64() * 1000.0,
+            }));
+        }
+    }
+    out.emit(json!({
+        "event": "peers_done", "devices": n, "contexts_ms": contexts_ms,
+        "elapsed_ms": started.elapsed().as_secs_f64() * 1000.0,
+    }));
+    // The child leaves right after this; process exit tears the contexts down.
+    std::mem::forget(devs);
+}
+
+/// Grows a pool on `owner` (the smoke plan's pool 0 ops), granting access to the owner and every
+/// peer in one cuMemSetAccess call as llama.cpp does, and verifies each new chunk from each peer.
+fn vmm_pool_read_by_peers(
+    drv: &Driver,
+    devs: &[Result<Dev<'_>, ApiError>],
+    owner: usize,
+    peers: &[usize],
+) -> Vec<PeerRead> {
+    let failed = |stage, e: ApiError| {
+        vec![
+            PeerRead {
+                mismatches: 0,
+                stage: Some(stage),
+                error: Some(e),
+            };
+            peers.len()
+        ]
+    };
+    let od = match &devs[owner] {
+        Ok(d) => d,
+        Err(e) => return failed("peer_context", e.clone()),
+    };
+    let plan = match smoke_plan::bundled() {
+        Ok(p) => p,
+        Err(m) => {
+            return failed(
+                "peer_context",
+                ApiError {
+                    api: "gpuprobe".into(),
+                    code: 0,
+                    name: Some("BAD_PLAN".into()),
+                    message: Some(m),
+                },
+            );
+        }
+    };
+    if let Err(e) = od.ctx.make_current() {
+        return failed("peer_context", e);
+    }
+    let prop = alloc_prop(od.ctx.dev);
+    let mut g: usize = 0;
+    if let Err(e) = cu!(
+        drv,
+        cuMemGetAllocationGranularity(&mut g, &prop, sys::CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
+    ) {
+        return failed("peer_context", e);
+    }
+    let mut access = vec![readwrite_access(od.ctx.dev)];
+    access.extend(peers.iter().map(|p| readwrite_access(*p as i32)));
+    let growths: Vec<_> = plan
+        .schedule(g as u64, 0)
+        .cycle
+        .into_iter()
+        .filter(|x| x.pool == 0)
+        .collect();
+    let s = seed(4096 + owner as u32, 0);
+    let mut results = vec![PeerRead::default(); peers.len()];
+    let mut base: sys::CUdeviceptr = 0;
+    let mut size = 0u64;
+    for gr in &growths {
+        if let Err((stage, e)) = grow(drv, od, &prop, &access, &mut base, gr, plan.reserve_bytes) {
+            return failed(stage, e);
+        }
+        size = gr.offset + gr.bytes;
+        if let Err(e) = od
+            .kernels
+            .write(&od.stream, base, gr.offset / 4, gr.bytes / 4, s)
+            .and_then(|()| od.stream.sync())
+        {
+            return failed("peer_write", e);
+        }
+        for (r, p) in results.iter_mut().zip(peers) {
+            if !r.ok() {
+                continue;
+            }
+            let read = match &devs[*p] {
+                Ok(pd) => read_from_peer(pd, base, gr.offset / 4, gr.bytes / 4, s),
+                Err(e) => Err(("peer_context", e.clone())),
+            };
+            match read {
+                Ok(m) => r.mismatches += m,
+                Err((stage, e)) => {
+                    r.stage = Some(stage);
+                    r.error = Some(e);
+                }
+            }
+            if r.mismatches > 0 && r.stage.is_none() {
+                r.stage = Some("peer_verify");
+            }
+        }
+    }
+    if base != 0 && od.ctx.make_current().is_ok() {
+        let _ = cu!(drv, cuMemUnmap(base, size as usize));
+        let _ = cu!(drv, cuMemAddressFree(base, plan.reserve_bytes as usize));
+    }
+    results
+}
+
+fn grow(
+    drv: &Driver,
+    od: &Dev<'_>,
+    prop: &sys::CUmemAllocationProp,
+    access: &[sys::CUmemAccessDesc],
+    base: &mut sys::CUdeviceptr,
+    g: &smoke_plan::Growth,
+    reserve: u64,
+) -> Result<(), (&'static str, ApiError)> {
+    od.ctx.make_current().map_err(|e| ("peer_context", e))?;
+    let mut handle: sys::CUmemGenericAllocationHandle = 0;
+    cu!(drv, cuMemCreate(&mut handle, g.bytes as usize, prop, 0))
+        .map_err(|e| ("peer_create", e))?;
+    if *base == 0
+        && let Err(e) = cu!(drv, cuMemAddressReserve(base, reserve as usize, 0, 0, 0))
+    {
+        let _ = cu!(drv, cuMemRelease(handle));
+        return Err(("peer_reserve", e));
+    }
+    if let Err(e) = cu!(
+        drv,
+        cuMemMap(*base + g.offset, g.bytes as usize, 0, handle, 0)
+    ) {
+        let _ = cu!(drv, cuMemRelease(handle));
+        return Err(("peer_map", e));
+    }
+    cu!(drv, cuMemRelease(handle)).map_err(|e| ("peer_release", e))?;
+    cu!(
+        drv,
+        cuMemSetAccess(
+            *base + g.offset,
+            g.bytes as usize,
+            access.as_ptr(),
+            access.len()
+        )
+    )
+    .map_err(|e| ("peer_set_access", e))
+}
+
+/// Verifies words [begin, begin + count) of the owner's pool with a kernel on the peer.
+fn read_from_peer(
+    pd: &Dev<'_>,
+    base: u64,
+    begin: u64,
+    count: u64,
+    s: u32,
+) -> Result<u64, (&'static str, ApiError)> {
+    let e = |x| ("peer_verify", x);
+    pd.ctx.make_current().map_err(e)?;
+    pd.slots.reset(&pd.stream).map_err(e)?;
+    pd.kernels
+        .verify(&pd.stream, base, begin, count, s, pd.slots.addr(0))
+        .map_err(e)?;
+    pd.stream.sync().map_err(e)?;
+    let v = pd.slots.read().map_err(e)?;
+    Ok(v.first().map_or(0, |v| v.mismatches))
+}
+
+/// Writes a 64 MiB pattern on a, copies it to b with cuMemcpyPeer, and counts the words that
+/// differ with the verify kernel on b.
+fn peer_copy(drv: &Driver, da: &Dev<'_>, db: &Dev<'_>, enable: bool) -> Result<u64, ApiError> {
+    let words = (COPY_BYTES / 4) as u64;
+    let s = 7;
+    db.ctx.make_current()?;
+    let dst = DeviceBuffer::new(drv, COPY_BYTES)?;
+    da.ctx.make_current()?;
+    if enable {
+        // Already-enabled is fine; anything else shows up in the copy.
+        let _ = cu!(drv, cuCtxEnablePeerAccess(db.ctx.ctx, 0));
+    }
+    let src = DeviceBuffer::new(drv, COPY_BYTES)?;
+    da.kernels.write(&da.stream, src.ptr, 0, words, s)?;
+    da.stream.sync()?;
+    cu!(
+        drv,
+        cuMemcpyPeer(dst.ptr, db.ctx.ctx, src.ptr, da.ctx.ctx, COPY_BYTES)
+    )?;
+    cu!(drv, cuCtxSynchronize())?;
+    drop(src);
+    db.ctx.make_current()?;
+    db.slots.reset(&db.stream)?;
+    db.kernels
+        .verify(&db.stream, dst.ptr, 0, words, s, db.slots.addr(0))?;
+    db.stream.sync()?;
+    let v = db.slots.read()?;
+    drop(dst);
+    Ok(v.first().map_or(0, |v| v.mismatches))
+}

@@ -1,0 +1,601 @@
+//! The VMM pool smoke test through the driver API (probes/PROTOCOL.md, "The smoke test"): pools
+//! grown the way llama.cpp grows `ggml_cuda_pool_vmm`, by the shared plan (`smoke_plan`), with
+//! the write and verify kernels queued behind the growth on a non-blocking stream.
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::driver::cu;
+use super::gpu::{Context, Kernels, Slots, Stream, copy_to_host};
+use super::{Driver, sys};
+use crate::probe::events::{Emitter, api_error_json};
+use crate::probe::smoke_pattern::{compare, seed, value};
+use crate::probe::smoke_plan::{self, Growth, Plan, Schedule};
+use crate::report::ApiError;
+
+/// Free VRAM may drift by this much between before and after without counting as a leak.
+pub const VRAM_TOLERANCE: u64 = 32 << 20;
+/// Counter slots per cycle: one per growth, busy kernel and late re-verify.
+const SLOTS: usize = 64;
+/// Host comparison works in pieces of this many bytes (two in flight).
+const HOST_PIECE: u64 = 32 << 20;
+
+/// What went wrong, where.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub stage: &'static str,
+    pub error: ApiError,
+    pub cycle: u32,
+    pub pool: Option<u32>,
+    pub growth: Option<u32>,
+    pub whole_range_helped: Option<bool>,
+    pub bad: Option<BadWords>,
+}
+
+/// Words that read back wrong.
+#[derive(Debug, Clone)]
+pub struct BadWords {
+    pub mismatches: u64,
+    /// Byte offset from the pool's base.
+    pub first_offset: u64,
+    pub seen: Option<u32>,
+    pub expected: u32,
+    /// Which check saw it: `gpu` (verify after a growth), `busy`, `settle` (verify again after
+    /// the host slept), `host` (copied to the host and compared there).
+    pub check: &'static str,
+}
+
+/// Boxed: a failure carries a lot and travels up every `?`.
+type Fail = Box<Failure>;
+
+impl Failure {
+    fn api(stage: &'static str, cycle: u32, error: ApiError) -> Fail {
+        Box::new(Failure {
+            stage,
+            error,
+            cycle,
+            pool: None,
+            growth: None,
+            whole_range_helped: None,
+            bad: None,
+        })
+    }
+    fn at(mut self: Box<Self>, pool: u32, growth: Option<u32>) -> Fail {
+        self.pool = Some(pool);
+        self.growth = growth;
+        self
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+struct Stats {
+    growths: u64,
+    smallest_chunk: Option<u64>,
+    largest_chunk: Option<u64>,
+    largest_pool: u64,
+    host_checked_bytes: u64,
+    long_phase_ms: Option<f64>,
+}
+
+impl Stats {
+    fn grew(&mut self, chunk: u64, pool_size: u64) {
+        self.growths += 1;
+        self.smallest_chunk = Some(self.smallest_chunk.map_or(chunk, |s| s.min(chunk)));
+        self.largest_chunk = Some(self.largest_chunk.map_or(chunk, |s| s.max(chunk)));
+        self.largest_pool = self.largest_pool.max(pool_size);
+    }
+}
+
+/// One reservation as llama.cpp keeps it.
+#[derive(Debug, Default, Clone)]
+struct Pool {
+    base: u64,
+    size: u64,
+}
+
+/// What a counter slot checked.
+#[derive(Debug, Clone, Copy)]
+struct SlotUse {
+    pool: u32,
+    growth: Option<u32>,
+    check: &'static str,
+    stage: &'static str,
+}
+
+struct Run<'a, 'o> {
+    drv: &'a Driver,
+    out: &'o mut Emitter,
+    plan: &'static Plan,
+    stream: Stream<'a>,
+    kernels: Kernels<'a>,
+    slots: Slots<'a>,
+    prop: sys::CUmemAllocationProp,
+    access: Vec<sys::CUmemAccessDesc>,
+    stats: Stats,
+}
+
+pub fn alloc_prop(dev: sys::CUdevice) -> sys::CUmemAllocationProp {
+    let mut location = sys::CUmemLocation {
+        type_: sys::CU_MEM_LOCATION_TYPE_DEVICE,
+        ..Default::default()
+    };
+    location.__bindgen_anon_1.id = dev;
+    sys::CUmemAllocationProp {
+        type_: sys::CU_MEM_ALLOCATION_TYPE_PINNED,
+        location,
+        ..Default::default()
+    }
+}
+
+pub fn readwrite_access(dev: sys::CUdevice) -> sys::CUmemAccessDesc {
+    let mut desc = sys::CUmemAccessDesc::default();
+    desc.location.type_ = sys::CU_MEM_LOCATION_TYPE_DEVICE;
+    desc.location.__bindgen_anon_1.id = dev;
+    desc.flags = sys::CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    desc
+}
+
+fn free_vram(drv: &Driver) -> Option<u64> {
+    let (mut f, mut t) = (0usize, 0usize);
+    cu!(drv, cuMemGetInfo_v2(&mut f, &mut t))
+        .ok()
+        .map(|_| f as u64)
+}
+
+/// Runs the smoke test on `ordinal` with allocation granularity `granularity`; returns the
+/// protocol's `smoke` event.
+pub fn run(drv: &Driver, out: &mut Emitter, ordinal: i32, granularity: u64, cycles: u32) -> Value {
+    let started = Instant::now();
+    let mut stats = Stats::default();
+    let mut free = (None, None);
+    let mut cycles_done = 0;
+    let mut schedule = None;
+    let plan = smoke_plan::bundled();
+    out.stage("context", 0, 0, 0);
+    let result = match plan.clone() {
+        Err(e) => Err(Failure::api(
+            "context",
+            0,
+            ApiError {
+                api: "gpuprobe".into(),
+                code: 0,
+                name: Some("BAD_PLAN".into()),
+                message: Some(e),
+            },
+        )),
+        Ok(plan) => Context::retain(drv, ordinal)
+            .map_err(|e| Failure::api("context", 0, e))
+            .and_then(|ctx| {
+                let r = setup(drv, out, plan, ctx.dev).and_then(|mut run| {
+                    let before = free_vram(drv);
+                    free.0 = before;
+                    let s = plan.schedule(granularity, before.unwrap_or(0));
+                    schedule = Some(s.clone());
+                    let r = run.cycles(&s, cycles, &mut cycles_done).and_then(|()| {
+                        // Everything unmapped and freed; the handles of the run itself remain,
+                        // as they did when `before` was read.
+                        run.out.stage("vram_check", cycles, 0, 0);
+                        free.1 = free_vram(drv);
+                        vram_check(free.0, free.1, cycles)
+                    });
+                    stats = run.stats.clone();
+                    if r.is_err() {
+                        // After a fault, releasing handles can block forever; the process exits
+                        // right after the report and the driver cleans up then.
+                        std::mem::forget(run);
+                    }
+                    r
+                });
+                if r.is_ok() {
+                    drop(ctx);
+                } else {
+                    std::mem::forget(ctx);
+                }
+                r
+            }),
+    };
+    let plan = plan.ok();
+    let (fail, bad) = match &result {
+        Ok(()) => (None, None),
+        Err(f) => (Some(f), f.bad.as_ref()),
+    };
+    let s = schedule.as_ref();
+    json!({
+        "event": "smoke",
+        "outcome": if fail.is_none() { "pass" } else { "fail" },
+        "plan_version": plan.map(|p| p.version),
+        "failed_stage": fail.map(|f| f.stage),
+        "error": fail.map(|f| api_error_json(&f.error)),
+        "failed_cycle": fail.map(|f| f.cycle),
+        "failed_pool": fail.and_then(|f| f.pool),
+        "failed_growth": fail.and_then(|f| f.growth),
+        "cycles_done": cycles_done,
+        "cycles": cycles,
+        "min_cycles": plan.map(|p| p.min_cycles),
+        "pools": plan.map(|p| p.pools),
+        "chunks_per_cycle": s.map(|s| s.cycle.len()),
+        "chunk_bytes": granularity,
+        "smallest_chunk_bytes": stats.smallest_chunk,
+        "largest_chunk_bytes": stats.largest_chunk,
+        "largest_pool_bytes": stats.largest_pool,
+        "long_target_bytes": s.map(|s| s.long_target),
+        "long_growths": s.map(|s| s.long.len()),
+        "host_checked_bytes": stats.host_checked_bytes,
+        "reserve_bytes": plan.map(|p| p.reserve_bytes),
+        "mismatches": bad.map_or(0, |b| b.mismatches),
+        "first_bad_offset": bad.map(|b| b.first_offset),
+        "first_bad_value": bad.and_then(|b| b.seen),
+        "expected_value": bad.map(|b| b.expected),
+        "bad_check": bad.map(|b| b.check),
+        "whole_range_access_helped": fail.and_then(|f| f.whole_range_helped),
+        "vram_free_before": free.0,
+        "vram_free_after": free.1,
+        "elapsed_ms": started.elapsed().as_secs_f64() * 1000.0,
+        "long_phase_ms": stats.long_phase_ms,
+    })
+}
+
+fn setup<'a, 'o>(
+    drv: &'a Driver,
+    out: &'o mut Emitter,
+    plan: &'static Plan,
+    dev: sys::CUdevice,
+) -> Result<Run<'a, 'o>, Fail> {
+    let ctx_fail = |e| Failure::api("context", 0, e);
+    let kernels = Kernels::load(drv).map_err(ctx_fail)?;
+    let stream = Stream::new(drv).map_err(ctx_fail)?;
+    let slots = Slots::new(drv, SLOTS).map_err(ctx_fail)?;
+    Ok(Run {
+        drv,
+        out,
+        plan,
+        stream,
+        kernels,
+        slots,
+        prop: alloc_prop(dev),
+        access: vec![readwrite_access(dev)],
+        stats: Stats::default(),
+    })
+}
+
+fn vram_check(before: Option<u64>, after: Option<u64>, cycles: u32) -> Result<(), Fail> {
+    match (before, after) {
+        (Some(b), Some(a)) if a + VRAM_TOLERANCE < b => Err(Failure::api(
+            "vram_check",
+            cycles,
+            ApiError {
+                api: "cuMemGetInfo".into(),
+                code: 0,
+                name: Some("VRAM_NOT_RETURNED".into()),
+                message: Some(format!(
+                    "{} MiB of VRAM did not come back after unmap and release",
+                    (b - a) >> 20
+                )),
+            },
+        )),
+        _ => Ok(()),
+    }
+}
+
+impl Run<'_, '_> {
+    fn cycles(&mut self, s: &Schedule, cycles: u32, done: &mut u32) -> Result<(), Fail> {
+        for c in 0..cycles {
+            self.out.cycle(c);
+            self.cycle(s, c, c == 0)?;
+            *done = c + 1;
+        }
+        Ok(())
+    }
+
+    /// One cycle: fresh pools grown by the cycle ops (and, in cycle 0, the long phase), every
+    /// check, then unmapped and freed the way llama.cpp's destructor does it.
+    fn cycle(&mut self, s: &Schedule, c: u32, first: bool) -> Result<(), Fail> {
+        let mut pools = vec![Pool::default(); self.plan.pools as usize];
+        let mut uses: Vec<SlotUse> = Vec::new();
+        self.slots
+            .reset(&self.stream)
+            .map_err(|e| Failure::api("verify", c, e))?;
+        for (i, g) in s.cycle.iter().enumerate() {
+            self.grow_and_check(&mut pools, g, c, i as u32, first, &mut uses)?;
+        }
+        // Cycle 0 ends with the late checks (after the long growths, when there are any).
+        if first {
+            let t = Instant::now();
+            self.long_phase(&mut pools, s, c, &mut uses)?;
+            self.stats.long_phase_ms = Some(t.elapsed().as_secs_f64() * 1000.0);
+        } else {
+            self.sync_and_check(&pools, c, &uses)?;
+        }
+        self.out.stage("unmap", c, 0, 0);
+        for (p, pool) in pools.iter().enumerate() {
+            if pool.base == 0 {
+                continue;
+            }
+            // The CUDA pool unmaps its whole range at once (the HIP pool mapping by mapping).
+            cu!(self.drv, cuMemUnmap(pool.base, pool.size as usize))
+                .map_err(|e| Failure::api("unmap", c, e).at(p as u32, None))?;
+            if first {
+                self.out.stage("free", c, p as u32, 0);
+            }
+            cu!(
+                self.drv,
+                cuMemAddressFree(pool.base, self.plan.reserve_bytes as usize)
+            )
+            .map_err(|e| Failure::api("free", c, e).at(p as u32, None))?;
+        }
+        Ok(())
+    }
+
+    /// The long phase: pool growth past the target with a busy kernel on already-mapped memory
+    /// during each growth; then sleep, verify everything again, and compare on the host.
+    fn long_phase(
+        &mut self,
+        pools: &mut [Pool],
+        s: &Schedule,
+        c: u32,
+        uses: &mut Vec<SlotUse>,
+    ) -> Result<(), Fail> {
+        let busy_ns = u64::from(self.plan.long.busy_us) * 1000;
+        for (j, g) in s.long.iter().enumerate() {
+            let growth = (s.cycle.len() + j) as u32;
+            let pool = &pools[g.pool as usize];
+            if pool.size > 0 {
+                let slot = self.take_slot(uses, g.pool, Some(growth), "busy", "busy", c)?;
+                self.out.stage("busy", c, g.pool, growth);
+                self.kernels
+                    .busy(
+                        &self.stream,
+                        pool.base,
+                        pool.size / 4,
+                        seed(c, g.pool),
+                        slot,
+                        busy_ns,
+                    )
+                    .map_err(|e| Failure::api("busy", c, e).at(g.pool, Some(growth)))?;
+            }
+            self.grow_and_check(pools, g, c, growth, true, uses)?;
+        }
+        self.sync_and_check(pools, c, uses)?;
+        self.out.stage("settle", c, 0, 0);
+        std::thread::sleep(Duration::from_micros(u64::from(self.plan.long.settle_us)));
+        uses.clear();
+        self.slots
+            .reset(&self.stream)
+            .map_err(|e| Failure::api("settle", c, e))?;
+        for (p, pool) in pools.iter().enumerate() {
+            if pool.size == 0 {
+                continue;
+            }
+            let p = p as u32;
+            let slot = self.take_slot(uses, p, None, "settle", "settle", c)?;
+            self.kernels
+                .verify(&self.stream, pool.base, 0, pool.size / 4, seed(c, p), slot)
+                .map_err(|e| Failure::api("settle", c, e).at(p, None))?;
+        }
+        self.sync_and_check(pools, c, uses)?;
+        self.out.stage("host_compare", c, 0, 0);
+        for (p, pool) in pools.iter().enumerate() {
+            if pool.size > 0 {
+                self.host_compare(pool, p as u32, c)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn take_slot(
+        &self,
+        uses: &mut Vec<SlotUse>,
+        pool: u32,
+        growth: Option<u32>,
+        check: &'static str,
+        stage: &'static str,
+        c: u32,
+    ) -> Result<u64, Fail> {
+        if uses.len() >= self.slots.len() {
+            return Err(Failure::api(
+                stage,
+                c,
+                ApiError {
+                    api: "gpuprobe".into(),
+                    code: 0,
+                    name: Some("TOO_MANY_CHECKS".into()),
+                    message: Some(format!("the plan needs more than {SLOTS} counter slots")),
+                },
+            ));
+        }
+        uses.push(SlotUse {
+            pool,
+            growth,
+            check,
+            stage,
+        });
+        Ok(self.slots.addr(uses.len() - 1))
+    }
+
+    /// One growth exactly as `ggml_cuda_pool_vmm::alloc` does it, then the write kernel over the
+    /// new chunk and the verify kernel over the whole pool, queued with no host wait.
+    fn grow_and_check(
+        &mut self,
+        pools: &mut [Pool],
+        g: &Growth,
+        c: u32,
+        growth: u32,
+        fine: bool,
+        uses: &mut Vec<SlotUse>,
+    ) -> Result<(), Fail> {
+        let p = g.pool;
+        let fail = |stage, e| Failure::api(stage, c, e).at(p, Some(growth));
+        let drv = self.drv;
+        let pool = &mut pools[p as usize];
+        let announce = |out: &mut Emitter, stage: &str| {
+            if fine {
+                out.stage(stage, c, p, growth);
+            }
+        };
+        // Every cycle names the growth it is in, so a hang in a late cycle still has a stage.
+        self.out.stage("create", c, p, growth);
+        // llama.cpp creates the physical memory first and reserves on the first growth only.
+        let mut handle: sys::CUmemGenericAllocationHandle = 0;
+        cu!(
+            drv,
+            cuMemCreate(&mut handle, g.bytes as usize, &self.prop, 0)
+        )
+        .map_err(|e| fail("create", e))?;
+        if pool.base == 0 {
+            announce(self.out, "reserve");
+            let mut base: sys::CUdeviceptr = 0;
+            if let Err(e) = cu!(
+                drv,
+                cuMemAddressReserve(&mut base, self.plan.reserve_bytes as usize, 0, 0, 0)
+            ) {
+                let _ = cu!(drv, cuMemRelease(handle));
+                return Err(fail("reserve", e));
+            }
+            pool.base = base;
+        }
+        let at = pool.base + g.offset;
+        announce(self.out, "map");
+        if let Err(e) = cu!(drv, cuMemMap(at, g.bytes as usize, 0, handle, 0)) {
+            let _ = cu!(drv, cuMemRelease(handle));
+            return Err(fail("map", e));
+        }
+        pool.size = g.offset + g.bytes;
+        announce(self.out, "release");
+        cu!(drv, cuMemRelease(handle)).map_err(|e| fail("release", e))?;
+        announce(self.out, "set_access");
+        let n = self.access.len();
+        if let Err(e) = cu!(
+            drv,
+            cuMemSetAccess(at, g.bytes as usize, self.access.as_ptr(), n)
+        ) {
+            // Would access over everything mapped so far work (llama.cpp PR #23900)?
+            let whole = cu!(
+                drv,
+                cuMemSetAccess(pool.base, pool.size as usize, self.access.as_ptr(), n)
+            );
+            let mut f = fail("set_access", e);
+            f.whole_range_helped = Some(whole.is_ok());
+            return Err(f);
+        }
+        self.stats.grew(g.bytes, pool.size);
+        let (base, size, s) = (pool.base, pool.size, seed(c, p));
+        announce(self.out, "write");
+        self.kernels
+            .write(&self.stream, base, g.offset / 4, g.bytes / 4, s)
+            .map_err(|e| fail("write", e))?;
+        announce(self.out, "verify");
+        let slot = self.take_slot(uses, p, Some(growth), "gpu", "verify", c)?;
+        self.kernels
+            .verify(&self.stream, base, 0, size / 4, s, slot)
+            .map_err(|e| fail("verify", e))
+    }
+
+    /// Waits for everything queued, then reads the counter slots.
+    fn sync_and_check(&mut self, pools: &[Pool], c: u32, uses: &[SlotUse]) -> Result<(), Fail> {
+        self.out.stage("sync", c, 0, 0);
+        self.stream.sync().map_err(|e| Failure::api("sync", c, e))?;
+        let values = self.slots.read().map_err(|e| Failure::api("sync", c, e))?;
+        let Some((u, v)) = uses.iter().zip(&values).find(|(_, v)| v.mismatches > 0) else {
+            return Ok(());
+        };
+        let pool = &pools[u.pool as usize];
+        let mut seen = 0u32;
+        let seen = copy_to_host(
+            self.drv,
+            std::slice::from_mut(&mut seen),
+            pool.base + v.first_bad_word * 4,
+        )
+        .ok()
+        .map(|()| seen);
+        let s = seed(c, u.pool);
+        let mut f =
+            Failure::api(u.stage, c, mismatch_error(v.mismatches, u.check)).at(u.pool, u.growth);
+        f.bad = Some(BadWords {
+            mismatches: v.mismatches,
+            first_offset: v.first_bad_word * 4,
+            seen,
+            expected: value(v.first_bad_word, s),
+            check: u.check,
+        });
+        Err(f)
+    }
+
+    /// Copies the pool to the host, piece by piece, and compares there (a second thread compares
+    /// one piece while the next is copied).
+    fn host_compare(&mut self, pool: &Pool, p: u32, c: u32) -> Result<(), Fail> {
+        let s = seed(c, p);
+        let drv = self.drv;
+        let piece_words = (HOST_PIECE / 4) as usize;
+        let total_words = pool.size / 4;
+        let (work_tx, work_rx) = mpsc::sync_channel::<(Vec<u32>, usize, u64)>(1);
+        let (free_tx, free_rx) = mpsc::channel::<Vec<u32>>();
+        for _ in 0..2 {
+            let _ = free_tx.send(vec![0u32; piece_words]);
+        }
+        let (copied, bad) = std::thread::scope(|scope| {
+            let checker = scope.spawn(move || {
+                let mut bad: Option<(u64, u64, u32)> = None;
+                for (buf, len, first) in work_rx {
+                    if bad.is_none() {
+                        let (n, at) = compare(&buf[..len], first, s);
+                        if let Some(at) = at {
+                            bad = Some((n, at, buf[(at - first) as usize]));
+                        }
+                    } else if let Some((n, _, _)) = bad.as_mut() {
+                        *n += compare(&buf[..len], first, s).0;
+                    }
+                    let _ = free_tx.send(buf);
+                }
+                bad
+            });
+            let mut copied: Result<u64, ApiError> = Ok(0);
+            let mut w = 0u64;
+            while w < total_words {
+                let Ok(mut buf) = free_rx.recv() else { break };
+                let len = (total_words - w).min(piece_words as u64) as usize;
+                if let Err(e) = copy_to_host(drv, &mut buf[..len], pool.base + w * 4) {
+                    copied = Err(e);
+                    break;
+                }
+                if work_tx.send((buf, len, w)).is_err() {
+                    break;
+                }
+                w += len as u64;
+                copied = copied.map(|b| b + len as u64 * 4);
+            }
+            drop(work_tx);
+            (copied, checker.join().ok().flatten())
+        });
+        let bytes = copied.map_err(|e| Failure::api("host_compare", c, e).at(p, None))?;
+        self.stats.host_checked_bytes += bytes;
+        if let Some((n, at, seen)) = bad {
+            let mut f = Failure::api("host_compare", c, mismatch_error(n, "host")).at(p, None);
+            f.bad = Some(BadWords {
+                mismatches: n,
+                first_offset: at * 4,
+                seen: Some(seen),
+                expected: value(at, s),
+                check: "host",
+            });
+            return Err(f);
+        }
+        Ok(())
+    }
+}
+
+fn mismatch_error(n: u64, check: &str) -> ApiError {
+    let (api, how) = match check {
+        "host" => ("host compare", "copied to the host"),
+        "busy" => ("gpuprobe_busy", "read while the next chunk was mapped"),
+        "settle" => ("gpuprobe_verify", "read again after the host waited"),
+        _ => ("gpuprobe_verify", "read back right after mapping"),
+    };
+    ApiError {
+        api: api.into(),
+        code: 0,
+        name: Some("MISMATCH".into()),
+        message: Some(format!("{n} words {how} were wrong")),
+    }
+}

@@ -16,7 +16,7 @@ pub mod exit {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Something a user gave us is wrong: names the input, the place and the fix.
-    #[error("{input}{}: {message}\n  fix: {fix}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+    #[error("{}{}: {}\n  fix: {}", one(input), line.map(|l| format!(":{l}")).unwrap_or_default(), one(message), one(fix))]
     Input {
         input: String,
         line: Option<usize>,
@@ -24,17 +24,23 @@ pub enum Error {
         fix: String,
     },
     /// A plan that cannot work (exit 1).
-    #[error("no safe plan: {}", reasons.join("; "))]
+    #[error("no safe plan: {}", one(&reasons.join("; ")))]
     Refused { reasons: Vec<String> },
     /// The machine lacks something that was required (exit 3).
-    #[error("{message}\n  fix: {fix}")]
+    #[error("{}\n  fix: {}", one(message), one(fix))]
     Environment { message: String, fix: String },
-    #[error("{}: {source}", path.display())]
+    /// A file could not be read or written. The OS error is part of the message (and not a
+    /// `source`, so that it is printed once).
+    #[error("{}: cannot {action}: {error}\n  fix: {}", one(&path.display().to_string()), one(fix))]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        action: &'static str,
+        error: std::io::Error,
+        fix: String,
     },
+    /// Standard output was closed by its reader (`gpuprobe ... | head`): not an error to report.
+    #[error("standard output was closed")]
+    StdoutClosed,
 }
 
 impl Error {
@@ -42,7 +48,24 @@ impl Error {
         match self {
             Error::Input { .. } => exit::USAGE,
             Error::Refused { .. } => exit::PROBLEM,
-            Error::Environment { .. } | Error::Io { .. } => exit::ENVIRONMENT,
+            Error::Environment { .. } | Error::StdoutClosed => exit::ENVIRONMENT,
+            // A path the user named that is missing, unreadable or of the wrong kind is bad
+            // input; a failing disk or a full file system is the environment.
+            Error::Io { error, .. } => {
+                use std::io::ErrorKind as K;
+                match error.kind() {
+                    K::NotFound
+                    | K::PermissionDenied
+                    | K::IsADirectory
+                    | K::NotADirectory
+                    | K::InvalidInput
+                    | K::InvalidData
+                    | K::InvalidFilename
+                    | K::ReadOnlyFilesystem
+                    | K::AlreadyExists => exit::USAGE,
+                    _ => exit::ENVIRONMENT,
+                }
+            }
         }
     }
 
@@ -59,12 +82,37 @@ impl Error {
         }
     }
 
-    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    /// A failed read of `path`, with a fix that fits the OS error.
+    pub fn io(path: impl Into<PathBuf>, error: std::io::Error) -> Self {
+        Error::io_on(path, "read", error)
+    }
+
+    /// A failed `action` (`read`, `write`, `create`, `lock`...) on `path`.
+    pub fn io_on(path: impl Into<PathBuf>, action: &'static str, error: std::io::Error) -> Self {
+        use std::io::ErrorKind as K;
+        let fix = match error.kind() {
+            K::NotFound => "check the path (the file or its directory does not exist)",
+            K::PermissionDenied => "check the permissions, or use a path you can access",
+            K::IsADirectory => "give the path of a file, not a directory",
+            K::NotADirectory => "a part of the path is a file, not a directory: check the path",
+            K::StorageFull | K::QuotaExceeded => "free some disk space and run gpuprobe again",
+            K::ReadOnlyFilesystem => "use a path on a writable file system",
+            K::InvalidData => "give a UTF-8 text file",
+            _ => "check the path and the file system, then run gpuprobe again",
+        };
         Error::Io {
             path: path.into(),
-            source,
+            action,
+            error,
+            fix: fix.into(),
         }
     }
+}
+
+/// Every part of a message may hold input: each is shown on one line, control characters escaped
+/// (a path with a newline cannot forge a second line, e.g. a workflow command in a CI log).
+fn one(s: &str) -> std::borrow::Cow<'_, str> {
+    crate::neutral::inline(s)
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -332,20 +332,8 @@ struct Measured {
 pub fn load_document(path: &Path) -> Result<Document> {
     let shown = path.display().to_string();
     let fix = "pass a file written by `gpuprobe detect --json` or `gpuprobe check-build --exercise --json`";
-    let meta = std::fs::metadata(path)
-        .map_err(|e| Error::input(&shown, format!("cannot read: {e}"), fix))?;
-    if meta.len() > MAX_DOCUMENT_BYTES {
-        return Err(Error::input(
-            &shown,
-            format!(
-                "{} bytes is more than a gpuprobe document can be ({MAX_DOCUMENT_BYTES})",
-                meta.len()
-            ),
-            fix,
-        ));
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::input(&shown, format!("cannot read: {e}"), fix))?;
+    // Regular files only, bounded (a FIFO or device is refused rather than waited on).
+    let text = crate::files::read_input(path, &shown, MAX_DOCUMENT_BYTES, fix)?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::Input {
         input: shown.clone(),
         line: Some(e.line()),

@@ -70,15 +70,29 @@ impl Knowledge {
     }
 
     pub fn merge_quirk_file(&mut self, path: &Path) -> Result<()> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
         let origin = path.display().to_string();
+        let text = crate::files::read_input(
+            path,
+            &origin,
+            crate::files::MAX_INPUT_BYTES,
+            "a quirk file is a TOML text file (same format as profiles/quirks.toml); move anything else out of the quirk directory",
+        )?;
         let file: QuirkFile = parse_toml(&text, &origin)?;
         file.validate(&text, &origin)?;
+        // An index keeps merging linear in the number of records.
+        let mut at: std::collections::HashMap<String, usize> = self
+            .quirks
+            .iter()
+            .enumerate()
+            .map(|(i, q)| (q.id.clone(), i))
+            .collect();
         for q in file.quirk {
-            if let Some(existing) = self.quirks.iter_mut().find(|e| e.id == q.id) {
-                *existing = q;
-            } else {
-                self.quirks.push(q);
+            match at.get(&q.id) {
+                Some(&i) => self.quirks[i] = q,
+                None => {
+                    at.insert(q.id.clone(), self.quirks.len());
+                    self.quirks.push(q);
+                }
             }
         }
         self.user_quirk_files.push(path.to_path_buf());

@@ -505,21 +505,20 @@ impl Report {
         }
     }
 
-    /// Parses a saved report, refusing other schemas with a message that names the fix.
+    /// Parses and validates a saved report (see [`crate::report_file`]), refusing other schemas
+    /// with a message that names the fix.
     pub fn from_json(text: &str, origin: &str) -> Result<Self, crate::Error> {
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| crate::Error::Input {
-                input: origin.to_string(),
-                line: Some(e.line()),
-                message: format!("not JSON: {e}"),
-                fix: "pass a file written by `gpuprobe detect --json`".into(),
-            })?;
+        crate::report_file::parse_report(text, origin)
+    }
+
+    /// The schema check and deserialisation, without the field checks of [`crate::report_file`].
+    pub fn from_json_value(value: serde_json::Value, origin: &str) -> Result<Self, crate::Error> {
         let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
         if schema != SCHEMA {
             return Err(crate::Error::Input {
                 input: origin.to_string(),
                 line: None,
-                message: format!("schema is `{schema}`, this gpuprobe reads `{SCHEMA}`"),
+                message: format!("schema is `{}`, this gpuprobe reads `{SCHEMA}`", crate::neutral::inline(schema)),
                 fix: "re-create the report with this gpuprobe version: `gpuprobe detect --json > report.json`".into(),
             });
         }
@@ -531,3 +530,7 @@ impl Report {
         })
     }
 }
+
+/// Reads, parses and validates a saved report: the one loader for `--from` (see
+/// [`crate::report_file`]).
+pub use crate::report_file::read_report;

@@ -214,6 +214,27 @@ pub fn normalise(item: &str) -> String {
     lower
 }
 
+/// The vendor of a canonical architecture name as [`normalise`] writes it (`gfx1201`, `gfx90a`:
+/// AMD; `sm_90`, `sm_120`: NVIDIA); None for anything else, family tokens included. Names the
+/// table does not know yet (a newer GPU) pass, as they do when a probe measures them.
+pub fn vendor_of_name(name: &str) -> Option<Vendor> {
+    if let Some(rest) = name.strip_prefix("gfx") {
+        let ok = (3..=4).contains(&rest.len())
+            && rest.starts_with(|c: char| c.is_ascii_digit())
+            && rest
+                .chars()
+                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
+        return ok.then_some(Vendor::Amd);
+    }
+    if let Some(rest) = name.strip_prefix("sm_") {
+        let ok = (2..=3).contains(&rest.len())
+            && !rest.starts_with('0')
+            && rest.chars().all(|c| c.is_ascii_digit());
+        return ok.then_some(Vendor::Nvidia);
+    }
+    None
+}
+
 fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
@@ -241,6 +262,25 @@ mod tests {
         assert_eq!(normalise("gfx1201:sramecc+:xnack-"), "gfx1201");
         assert_eq!(normalise("GFX110x"), "gfx110X");
         assert_eq!(normalise("gfx90a"), "gfx90a");
+    }
+
+    #[test]
+    fn architecture_names_have_a_vendor() {
+        assert_eq!(vendor_of_name("gfx1201"), Some(Vendor::Amd));
+        assert_eq!(vendor_of_name("gfx90a"), Some(Vendor::Amd));
+        assert_eq!(vendor_of_name("sm_120"), Some(Vendor::Nvidia));
+        for bad in [
+            "sm_",
+            "gfx",
+            "gfx110X",
+            "gfx1201; rm -rf ~",
+            "sm_9",
+            "sm_090",
+            "",
+            "unknown",
+        ] {
+            assert_eq!(vendor_of_name(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -22,25 +22,12 @@ fn read_log(path: &Path) -> Result<String, crate::Error> {
     if shown == "-" {
         std::io::stdin().lock().take(64 << 20).read_to_end(&mut bytes).map_err(|e| crate::Error::input(&input, format!("cannot read stdin: {e}"), "pipe llama.cpp's output in, e.g. `llama-cli --version 2>&1 | gpuprobe check-build --log -`"))?;
     } else {
-        if path.is_dir() {
-            return Err(crate::Error::input(
-                &input,
-                "is a directory",
-                "pass a text file with llama.cpp's output",
-            ));
-        }
-        let f = std::fs::File::open(path).map_err(|e| {
+        // A regular file, bounded (a FIFO or device is refused rather than waited on).
+        bytes = crate::files::read_bytes(path, crate::files::MAX_INPUT_BYTES).map_err(|e| {
             crate::Error::input(
                 &input,
                 format!("cannot read: {e}"),
                 "check the path; save llama.cpp's output with `llama-cli --version > out.txt 2>&1`",
-            )
-        })?;
-        f.take(64 << 20).read_to_end(&mut bytes).map_err(|e| {
-            crate::Error::input(
-                &input,
-                format!("cannot read: {e}"),
-                "pass a readable text file",
             )
         })?;
     }
@@ -79,16 +66,7 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
     let k = Knowledge::load()?;
     // Saved report first: a bad --from fails before anything runs.
     let saved: Option<Report> = match &a.from {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                crate::Error::input(
-                    format!("--from {}", path.display()),
-                    format!("cannot read: {e}"),
-                    "pass a file written by `gpuprobe detect --json`",
-                )
-            })?;
-            Some(Report::from_json(&text, &path.display().to_string())?)
-        }
+        Some(path) => Some(crate::report::read_report(path)?),
         None => None,
     };
 

@@ -40,11 +40,13 @@ pub fn llama_target(dir: Option<&Path>, build: Option<u64>, k: &Knowledge) -> Re
                     (Some(b), format!("checkout {} ({src})", dir.display()))
                 }
                 _ => {
-                    eprintln!(
-                        "gpuprobe: note: the build number of {} cannot be known (no git, no sdist PKG-INFO); \
-                         build-dependent quirks count as possibly matching. Pass --llama-build N to be precise.",
-                        dir.display()
-                    );
+                    super::note(&format!(
+                        "the build number of {} cannot be known ({}); build-dependent quirks count as possibly matching",
+                        dir.display(),
+                        c.build_unknown.as_deref().unwrap_or(
+                            "no git, no sdist PKG-INFO; pass --llama-build N to be precise"
+                        )
+                    ));
                     (
                         None,
                         format!("checkout {} (build number unknown)", dir.display()),
@@ -60,10 +62,10 @@ pub fn llama_target(dir: Option<&Path>, build: Option<u64>, k: &Knowledge) -> Re
         None => match build {
             Some(b) => {
                 if b > k.options.meta.newest_build {
-                    eprintln!(
-                        "gpuprobe: note: build {b} is newer than the newest build in the option table ({}); options are taken from that one",
+                    super::note(&format!(
+                        "build {b} is newer than the newest build in the option table ({}); options are taken from that one",
                         k.options.meta.newest_build
-                    );
+                    ));
                 }
                 Ok(LlamaTarget {
                     build: Some(b),
@@ -210,16 +212,16 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
         "auto" => {
             if rocm.is_none() && cuda.is_none() {
                 if let Some((v, src)) = toolchain::cuda_version(None) {
-                    eprintln!(
-                        "gpuprobe: note: CUDA {v} from `{src}` (override with --cuda VER, or --toolchain none)"
-                    );
+                    super::note(&format!(
+                        "CUDA {v} from `{src}` (override with --cuda VER, or --toolchain none)"
+                    ));
                     cuda = Some(v);
                     cuda_source = src;
                 }
                 if let Some((v, src)) = toolchain::rocm_version(None) {
-                    eprintln!(
-                        "gpuprobe: note: ROCm {v} from `{src}` (override with --rocm VER, or --toolchain none)"
-                    );
+                    super::note(&format!(
+                        "ROCm {v} from `{src}` (override with --rocm VER, or --toolchain none)"
+                    ));
                     rocm = Some(v);
                     rocm_source = src;
                 }
@@ -285,9 +287,9 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
         if rocm.is_none()
             && let Some(v) = series
         {
-            eprintln!(
-                "gpuprobe: note: ROCm {v}: the runtime every report measured (override with --rocm VER)"
-            );
+            super::note(&format!(
+                "ROCm {v}: the runtime every report measured (override with --rocm VER)"
+            ));
             rocm = Some(v);
             rocm_source = "the reports' HIP runtime".into();
         }
@@ -302,7 +304,7 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
     } else {
         report_owned = crate::probe::detect(&probe_options(&a.probe)?);
         if report_owned.devices.is_empty() {
-            eprint!("{}", super::detect::table(&report_owned));
+            super::eprint(&super::detect::table(&report_owned));
             return Err(crate::Error::Environment {
                 message: "no GPU found to plan for".into(),
                 fix: "declare targets instead: gpuprobe cmake-flags --targets gfx1100,gfx120X (or sm_86,sm_90)".into(),
@@ -348,18 +350,21 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
     };
     let plan = resolve(&k, &req)?;
     if a.explain {
-        eprint!("{}", emit::explain(&plan, &k));
+        super::eprint(&emit::explain(&plan, &k));
     }
     if plan.refused() && a.format != Format::Json {
         for r in &plan.refusals {
-            eprintln!("gpuprobe: refused: {}", r.message);
+            super::eprint(&format!(
+                "gpuprobe: refused: {}\n",
+                crate::neutral::inline(&r.message)
+            ));
         }
         return Ok(crate::error::exit::PROBLEM);
     }
     match a.format {
         Format::Shell => print(&emit::shell::render(&plan))?,
         Format::Json => print(&emit::json(&plan))?,
-        Format::Preset => print(&emit::preset::render(&plan))?,
+        Format::Preset => print(&emit::preset::render(&plan)?)?,
         Format::Args => {
             let groups: Vec<_> = match &a.group {
                 Some(name) => {
@@ -389,12 +394,11 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
                         .join(", ")
                 );
             }
-            print(
-                &groups
-                    .iter()
-                    .map(|g| emit::args::render(g))
-                    .collect::<String>(),
-            )?;
+            let lines = groups
+                .iter()
+                .map(|g| emit::args::render(g))
+                .collect::<Result<String, _>>()?;
+            print(&lines)?;
         }
         Format::Github => {
             // Checked before planning: present here.

@@ -7,6 +7,7 @@ use anyhow::Result;
 use super::print;
 use crate::cli::{BackendChoice, DetectArgs, ProbeArgs};
 use crate::host::{HostView, dump, printable};
+use crate::neutral::inline;
 use crate::probe::interpret::human_bytes;
 use crate::probe::{ProbeOptions, detect};
 use crate::report::{Report, SmokeOutcome};
@@ -137,6 +138,8 @@ pub fn run(a: &DetectArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// The human table. Every field from the report is one line with its control characters shown
+/// escaped ([`inline`]), so a device name or log line cannot redraw the terminal or forge rows.
 pub fn table(r: &Report) -> String {
     let mut o = String::new();
     if r.devices.is_empty() {
@@ -162,23 +165,26 @@ pub fn table(r: &Report) -> String {
                 None => "?",
             };
             let arch = match &d.arch_features {
-                Some(f) => format!("{}:{f}", d.arch),
-                None => d.arch.clone(),
+                Some(f) => format!("{}:{}", inline(&d.arch), inline(f)),
+                None => inline(&d.arch).into_owned(),
             };
             o.push_str(&format!(
                 "{:<3} {:<5} {:<28} {:<8} {:<22} {:<4} {:<17} {}\n",
                 d.index,
                 d.backend.name(),
-                truncate(&d.name, 28),
+                truncate(&inline(&d.name), 28),
                 arch,
                 vram,
                 vmm,
                 gran,
-                smoke_word(d.smoke.outcome, d.smoke.stage.as_deref())
+                smoke_word(
+                    d.smoke.outcome,
+                    d.smoke.stage.as_deref().map(inline).as_deref()
+                )
             ));
             let mut facts = Vec::new();
             if let Some(p) = &d.pci_bus_id {
-                facts.push(format!("pci {p}"));
+                facts.push(format!("pci {}", inline(p)));
             }
             if let Some(i) = d.integrated {
                 facts.push(if i {
@@ -191,25 +197,26 @@ pub fn table(r: &Report) -> String {
                 facts.push(format!("wave {w}"));
             }
             if let Some(v) = &d.driver_version {
-                facts.push(format!("driver {v}"));
+                facts.push(format!("driver {}", inline(v)));
             }
             if let Some(v) = &d.runtime_version {
                 facts.push(format!(
-                    "{} {v}",
+                    "{} {}",
                     if d.backend == crate::report::Backend::Cuda {
                         "CUDA API"
                     } else {
                         "HIP"
-                    }
+                    },
+                    inline(v)
                 ));
             }
-            facts.push(format!("from {}", d.source));
+            facts.push(format!("from {}", inline(&d.source)));
             o.push_str(&format!("    {}\n", facts.join(", ")));
             if let Some(reason) = &d.smoke.reason {
-                o.push_str(&format!("    smoke: {reason}\n"));
+                o.push_str(&format!("    smoke: {}\n", inline(reason)));
             }
             for l in &d.smoke.stderr_tail {
-                o.push_str(&format!("    | {l}\n"));
+                o.push_str(&format!("    | {}\n", inline(l)));
             }
         }
     }
@@ -258,27 +265,27 @@ pub fn table(r: &Report) -> String {
             p.outcome.as_str(),
             p.reason
                 .as_ref()
-                .map(|r| format!(" ({r})"))
+                .map(|r| format!(" ({})", inline(r)))
                 .unwrap_or_default()
         ));
     }
     o.push_str("backends:\n");
     for b in &r.backends {
-        o.push_str(&format!("  {:<4} {}", b.backend.name(), b.status));
+        o.push_str(&format!("  {:<4} {}", b.backend.name(), inline(&b.status)));
         if let Some(d) = &b.detail {
-            o.push_str(&format!(": {d}"));
+            o.push_str(&format!(": {}", inline(d)));
         }
         o.push('\n');
         if let Some(h) = &b.hint {
-            o.push_str(&format!("       {h}\n"));
+            o.push_str(&format!("       {}\n", inline(h)));
         }
     }
     for e in &r.environment {
         o.push_str(&format!(
             "warning: {}={} is set: {}\n",
-            e.name,
-            printable(&e.value),
-            e.effect
+            inline(&e.name),
+            inline(&e.value),
+            inline(&e.effect)
         ));
     }
     if !r.host_checks.is_empty() {

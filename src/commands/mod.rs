@@ -20,24 +20,53 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::CheckBuild(a) => check_build::run(&a),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
-            clap_complete::generate(shell, &mut cmd, "gpuprobe", &mut std::io::stdout());
+            let mut text = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "gpuprobe", &mut text);
+            write_stdout(&text)?;
             Ok(0)
         }
         Command::Man => {
             let man = clap_mangen::Man::new(Cli::command());
-            man.render(&mut std::io::stdout())?;
+            let mut text = Vec::new();
+            man.render(&mut text)?;
+            write_stdout(&text)?;
             Ok(0)
         }
         Command::Child(a) => Ok(crate::probe::child::run(&a)),
     }
 }
 
-/// Writes to stdout, treating a closed pipe (`| head`) as success.
+/// Writes results to stdout with every control character except newline and tab shown escaped
+/// (no escape sequence from a device name, log or report reaches the terminal). A closed pipe
+/// (`| head`) becomes [`crate::Error::StdoutClosed`], which ends gpuprobe quietly.
 pub(crate) fn print(text: &str) -> Result<()> {
+    write_stdout(crate::neutral::terminal(text).as_bytes())
+}
+
+fn write_stdout(bytes: &[u8]) -> Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => Ok(r?),
+    match out.write_all(bytes).and_then(|_| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            Err(crate::Error::StdoutClosed.into())
+        }
+        Err(e) => Err(crate::Error::io_on("standard output", "write", e).into()),
+        Ok(()) => Ok(()),
     }
+}
+
+/// Writes a message to stderr, neutralised like [`print`]; stderr failing is not worth an error.
+pub fn eprint(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(crate::neutral::terminal(text).as_bytes());
+}
+
+/// One `gpuprobe: note: ...` line on stderr; `text` is one line (its newlines shown escaped).
+pub(crate) fn note(text: &str) {
+    eprint(&format!(
+        "gpuprobe: note: {}\n",
+        crate::neutral::inline(text)
+    ));
 }

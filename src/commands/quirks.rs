@@ -119,16 +119,7 @@ fn record(
     probe: &crate::cli::ProbeArgs,
 ) -> Result<i32> {
     let report = match from {
-        Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| {
-                crate::Error::input(
-                    p.display().to_string(),
-                    format!("cannot read: {e}"),
-                    "pass a file written by `gpuprobe detect --json`",
-                )
-            })?;
-            crate::report::Report::from_json(&text, &p.display().to_string())?
-        }
+        Some(p) => crate::report::read_report(p)?,
         None => crate::probe::detect(&super::detect::probe_options(probe)?),
     };
     let records = crate::quirks::record::from_report(&report);

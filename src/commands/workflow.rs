@@ -2,7 +2,6 @@
 //! workflow (one job per OS, one matrix entry per plan group), printed, written atomically
 //! (`--output`) or compared with a file (`--check`, exit 1 and a unified diff on drift).
 
-use std::io::Write;
 use std::path::Path;
 
 use anyhow::Result;
@@ -48,7 +47,7 @@ pub fn run(a: &WorkflowArgs) -> Result<i32> {
         return check(path, &text);
     }
     if let Some(path) = &a.output {
-        write_atomically(path, &text)?;
+        crate::files::write_atomic(path, text.as_bytes(), "--output")?;
         eprintln!("gpuprobe: wrote {}", path.display());
         return Ok(exit::OK);
     }
@@ -551,10 +550,17 @@ fn wrap(text: &str, width: usize, indent: &str) -> Vec<String> {
 
 /// `--check FILE`: 0 when FILE is what would be generated, 1 with a unified diff on stdout when not.
 fn check(path: &Path, text: &str) -> Result<i32> {
-    let (current, missing) = match std::fs::read_to_string(path) {
-        Ok(s) => (s.replace("\r\n", "\n"), false),
+    let (current, missing) = match crate::files::read_bytes(path, crate::files::MAX_INPUT_BYTES) {
+        Ok(b) => (String::from_utf8_lossy(&b).replace("\r\n", "\n"), false),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), true),
-        Err(e) => return Err(Error::io(path, e).into()),
+        Err(e) => {
+            return Err(Error::input(
+                format!("--check {}", path.display()),
+                format!("cannot read: {e}"),
+                "give the path of the workflow file to compare",
+            )
+            .into());
+        }
     };
     if !missing && current == text {
         eprintln!("gpuprobe: {} is up to date", path.display());
@@ -578,57 +584,6 @@ fn check(path: &Path, text: &str) -> Result<i32> {
         );
     }
     Ok(exit::PROBLEM)
-}
-
-/// Writes `text` to `path` through a temporary file in the same directory and a rename, so the
-/// file is either the old one or the whole new one.
-fn write_atomically(path: &Path, text: &str) -> Result<(), Error> {
-    let shown = path.display().to_string();
-    let Some(name) = path.file_name() else {
-        return Err(Error::input(
-            "--output",
-            format!("`{shown}` is not a file name"),
-            "give the path of the workflow file, e.g. .github/workflows/llama.yml",
-        ));
-    };
-    if path.is_dir() {
-        return Err(Error::input(
-            "--output",
-            format!("`{shown}` is a directory"),
-            "give the path of the workflow file, e.g. .github/workflows/llama.yml",
-        ));
-    }
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if !dir.is_dir() {
-        return Err(Error::input(
-            "--output",
-            format!("directory `{}` does not exist", dir.display()),
-            "create it first (e.g. mkdir -p .github/workflows)",
-        ));
-    }
-    let tmp = dir.join(format!(
-        ".{}.gpuprobe-{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::io(path, e));
-    }
-    Ok(())
 }
 
 /// A line diff in unified format (longest common subsequence; the common head and tail are

@@ -1,5 +1,9 @@
 //! `github`: step outputs (`cmake-args`, `env`, `matrix`, `plan`) to `$GITHUB_OUTPUT`, a summary
 //! table to `$GITHUB_STEP_SUMMARY`, and warnings as workflow annotations on stdout.
+//!
+//! Each output entry is made by [`neutral::github_line`] or [`neutral::github_block`], each piece
+//! of summary text by [`neutral::markdown`] or [`neutral::markdown_code`], each annotation by
+//! [`neutral::annotation`]: no value can add an output, a Markdown structure or a second command.
 
 use std::io::Write;
 use std::path::Path;
@@ -7,6 +11,7 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::error::{Error, Result};
+use crate::neutral;
 use crate::plan::Plan;
 
 /// The matrix usable with `fromJSON(...)`: one entry per group.
@@ -31,7 +36,7 @@ pub fn env_lines(plan: &Plan) -> String {
     let mut lines: Vec<String> = Vec::new();
     for g in &plan.groups {
         for e in g.env.iter().filter(|e| e.when.is_none()) {
-            let l = format!("{}={}", e.name, e.value);
+            let l = format!("{}={}", neutral::inline(&e.name), neutral::inline(&e.value));
             if !lines.contains(&l) {
                 lines.push(l);
             }
@@ -41,6 +46,7 @@ pub fn env_lines(plan: &Plan) -> String {
 }
 
 pub fn summary(plan: &Plan) -> String {
+    use neutral::{markdown as md, markdown_code as code};
     let mut s = String::new();
     let status = if plan.refused() { "refused" } else { "ok" };
     s.push_str(&format!(
@@ -50,9 +56,9 @@ pub fn summary(plan: &Plan) -> String {
     s.push_str(&format!(
         "llama.cpp build {} ({}), {} {}\n\n",
         plan.llama.effective_build,
-        plan.llama.source,
+        md(&plan.llama.source),
         plan.toolkit.name,
-        plan.toolkit.version.as_deref().unwrap_or("unknown")
+        md(plan.toolkit.version.as_deref().unwrap_or("unknown"))
     ));
     s.push_str("| group | targets | VMM | flags | why |\n|---|---|---|---|---|\n");
     for g in &plan.groups {
@@ -63,12 +69,12 @@ pub fn summary(plan: &Plan) -> String {
             .map(|f| f.reason.as_str())
             .unwrap_or("");
         s.push_str(&format!(
-            "| {} | {} | {} | `{}` | {} |\n",
-            g.name,
-            g.targets.join(", "),
+            "| {} | {} | {} | {} | {} |\n",
+            md(&g.name),
+            md(&g.targets.join(", ")),
             if g.vmm { "on" } else { "off" },
-            g.cmake_args().join(" "),
-            md_cell(vmm_reason)
+            code(&g.cmake_args().join(" ")).replace('|', "\\|"),
+            md(vmm_reason)
         ));
     }
     for (label, notes) in [
@@ -81,14 +87,10 @@ pub fn summary(plan: &Plan) -> String {
         }
         s.push_str(&format!("\n**{label}**\n\n"));
         for n in notes {
-            s.push_str(&format!("- {}\n", md_cell(&n.message)));
+            s.push_str(&format!("- {}\n", md(&n.message)));
         }
     }
     s
-}
-
-fn md_cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
 }
 
 /// Writes outputs and summary to the files GitHub names; returns the annotation lines for stdout.
@@ -100,10 +102,10 @@ pub fn write(plan: &Plan, output: &Path, summary_path: Option<&Path>) -> Result<
         .map(|g| g.cmake_args().join(" "))
         .unwrap_or_default();
     let mut out = String::new();
-    out.push_str(&format!("cmake-args={args}\n"));
-    out.push_str(&format!("matrix={}\n", matrix(plan)));
-    out.push_str(&heredoc("env", &env_lines(plan)));
-    out.push_str(&heredoc("plan", &plan_json));
+    out.push_str(&neutral::github_line("cmake-args", &args));
+    out.push_str(&neutral::github_line("matrix", &matrix(plan).to_string()));
+    out.push_str(&neutral::github_block("env", &env_lines(plan)));
+    out.push_str(&neutral::github_block("plan", &plan_json));
     append(output, &out)?;
     if let Some(p) = summary_path {
         append(p, &summary(plan))?;
@@ -112,31 +114,16 @@ pub fn write(plan: &Plan, output: &Path, summary_path: Option<&Path>) -> Result<
     for n in &plan.refusals {
         annotations.push_str(&format!(
             "::error title=gpuprobe::{}\n",
-            escape_annotation(&n.message)
+            neutral::annotation(&n.message)
         ));
     }
     for n in &plan.warnings {
         annotations.push_str(&format!(
             "::warning title=gpuprobe::{}\n",
-            escape_annotation(&n.message)
+            neutral::annotation(&n.message)
         ));
     }
     Ok(annotations)
-}
-
-/// A multi-line output with a delimiter that cannot occur in the value.
-fn heredoc(key: &str, value: &str) -> String {
-    let mut delim = "GPUPROBE_EOF".to_string();
-    while value.contains(&delim) {
-        delim.push('_');
-    }
-    format!("{key}<<{delim}\n{value}\n{delim}\n")
-}
-
-fn escape_annotation(s: &str) -> String {
-    s.replace('%', "%25")
-        .replace('\r', "%0D")
-        .replace('\n', "%0A")
 }
 
 fn append(path: &Path, text: &str) -> Result<()> {
@@ -144,6 +131,7 @@ fn append(path: &Path, text: &str) -> Result<()> {
         .append(true)
         .create(true)
         .open(path)
-        .map_err(|e| Error::io(path, e))?;
-    f.write_all(text.as_bytes()).map_err(|e| Error::io(path, e))
+        .map_err(|e| Error::io_on(path, "open for appending", e))?;
+    f.write_all(text.as_bytes())
+        .map_err(|e| Error::io_on(path, "append to", e))
 }

@@ -7,26 +7,19 @@ pub mod preset;
 pub mod shell;
 pub mod workflow;
 
+use crate::neutral::inline;
 use crate::plan::Plan;
 
-/// Quotes a word for POSIX sh when it needs quoting.
-pub fn sh_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-=./:,+@%".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
+/// Quotes a word for POSIX sh (see [`crate::neutral::sh_word`]).
+pub use crate::neutral::sh_word as sh_quote;
 
 pub fn json(plan: &Plan) -> String {
     // Serialising plain data with string keys cannot fail.
     serde_json::to_string_pretty(plan).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}")) + "\n"
 }
 
-/// The human decision trace for `--explain`, written to stderr.
+/// The human decision trace for `--explain`, written to stderr. Every piece of outside text is
+/// one line ([`inline`]), so the layout cannot be forged.
 pub fn explain(plan: &Plan, knowledge: &crate::profiles::Knowledge) -> String {
     let mut out = String::new();
     out.push_str(&format!(
@@ -34,23 +27,30 @@ pub fn explain(plan: &Plan, knowledge: &crate::profiles::Knowledge) -> String {
         plan.backend.name(),
         plan.mode,
         plan.llama.effective_build,
-        plan.llama.source,
+        inline(&plan.llama.source),
         plan.toolkit.name,
-        plan.toolkit.version.as_deref().unwrap_or("version unknown"),
+        inline(plan.toolkit.version.as_deref().unwrap_or("version unknown")),
     ));
     for g in &plan.groups {
-        out.push_str(&format!("group {} [{}]\n", g.name, g.targets.join(", ")));
+        out.push_str(&format!(
+            "group {} [{}]\n",
+            inline(&g.name),
+            inline(&g.targets.join(", "))
+        ));
         for f in &g.flags {
             out.push_str(&format!(
                 "  -D{}={}\n      why: {}\n",
-                f.name, f.value, f.reason
+                inline(&f.name),
+                inline(&f.value),
+                inline(&f.reason)
             ));
             for id in &f.quirks {
                 if let Some(q) = knowledge.quirk(id) {
                     out.push_str(&format!(
-                        "      {id} ({} confidence): {}\n",
+                        "      {} ({} confidence): {}\n",
+                        inline(id),
                         q.confidence.as_str(),
-                        q.sources.join(" ")
+                        inline(&q.sources.join(" "))
                     ));
                 }
             }
@@ -58,20 +58,20 @@ pub fn explain(plan: &Plan, knowledge: &crate::profiles::Knowledge) -> String {
         for e in &g.env {
             out.push_str(&format!(
                 "  env {}={}{}\n      why: {}\n",
-                e.name,
-                e.value,
+                inline(&e.name),
+                inline(&e.value),
                 e.when
                     .as_ref()
-                    .map(|w| format!(" (when: {w})"))
+                    .map(|w| format!(" (when: {})", inline(w)))
                     .unwrap_or_default(),
-                e.reason
+                inline(&e.reason)
             ));
         }
     }
     if !plan.trace.is_empty() {
         out.push_str("decision trace:\n");
         for t in &plan.trace {
-            out.push_str(&format!("  {t}\n"));
+            out.push_str(&format!("  {}\n", inline(t)));
         }
     }
     out

@@ -1,16 +1,33 @@
 //! `preset`: a `CMakeUserPresets.json` with one configure and one build preset per group.
+//!
+//! JSON syntax is serde_json's (every control character escaped). CMake expands `$...{}` macros
+//! in preset values and has no escape for `$`, so, as for `args`, a plan value outside the plain
+//! word characters is refused rather than written.
 
 use serde_json::{Map, Value, json};
 
+use crate::error::{Error, Result};
+use crate::neutral::{inline, is_plain_word};
 use crate::plan::Plan;
 
-pub fn render(plan: &Plan) -> String {
+pub fn render(plan: &Plan) -> Result<String> {
     let mut configure = Vec::new();
     let mut build = Vec::new();
     for g in &plan.groups {
         let name = format!("gpuprobe-{}", g.name);
         let mut cache = Map::new();
         for f in &g.flags {
+            let arg = format!("-D{}={}", f.name, f.value);
+            if !is_plain_word(&arg) {
+                return Err(Error::input(
+                    "--format preset",
+                    format!(
+                        "`{}` cannot be written into a CMake preset (CMake would expand `$` and other special characters)",
+                        inline(&arg)
+                    ),
+                    "use --format shell or json, and check the quirk file or report that produced this value",
+                ));
+            }
             cache.insert(f.name.clone(), Value::String(f.value.clone()));
         }
         configure.push(json!({
@@ -28,5 +45,5 @@ pub fn render(plan: &Plan) -> String {
         "configurePresets": configure,
         "buildPresets": build,
     });
-    serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
+    Ok(serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n")
 }

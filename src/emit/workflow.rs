@@ -410,20 +410,32 @@ pub fn render(w: &Workflow) -> Result<String> {
     env.set_keep_trailing_newline(true);
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_auto_escape_callback(|_| AutoEscape::None);
-    // Every value from gpuprobe goes into the YAML as a double-quoted string: JSON's string syntax
-    // is valid YAML, so no value can start a mapping, a comment or an anchor.
+    // The value boundary: every `{{{ value }}}` is one line with no GitHub expression in it
+    // (neutral::yaml_text), unless it was made safe by `q`, `uses` or the template (`| safe`).
+    env.set_formatter(|out, _state, value| {
+        let text = if value.is_safe() {
+            value.to_string()
+        } else {
+            crate::neutral::yaml_text(&value.to_string())
+        };
+        out.write_str(&text).map_err(minijinja::Error::from)
+    });
+    // Every value from gpuprobe goes into the YAML as a double-quoted string, so no value can
+    // start a mapping, a comment or an anchor, or hold an expression.
     env.add_filter("q", |v: String| {
-        serde_json::to_string(&v).unwrap_or_default()
+        Value::from_safe_string(crate::neutral::yaml_quoted(&v))
     });
     env.add_function(
         "uses",
-        |repo: String| -> std::result::Result<String, minijinja::Error> {
-            pinned(&repo).map(PinnedAction::uses).ok_or_else(|| {
-                minijinja::Error::new(
-                    minijinja::ErrorKind::InvalidOperation,
-                    format!("action {repo} is not in the pinned ACTIONS table"),
-                )
-            })
+        |repo: String| -> std::result::Result<Value, minijinja::Error> {
+            pinned(&repo)
+                .map(|a| Value::from_safe_string(a.uses()))
+                .ok_or_else(|| {
+                    minijinja::Error::new(
+                        minijinja::ErrorKind::InvalidOperation,
+                        format!("action {repo} is not in the pinned ACTIONS table"),
+                    )
+                })
         },
     );
     env.add_template("workflow.yml", TEMPLATE)

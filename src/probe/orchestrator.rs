@@ -217,15 +217,29 @@ impl Running {
     }
 
     /// Reads until the child closes stdout and exits, or the deadline passes (then kills the group).
+    /// A child that has exited is complete: a grandchild that left the group may hold the pipe
+    /// open forever, so after the exit only a short grace is given to what is still in it.
     pub fn finish(mut self) -> Outcome {
         let mut timed_out = false;
+        let mut exited_at: Option<Instant> = None;
         while !self.eof {
-            let left = self.deadline.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(left) {
+            let now = Instant::now();
+            if exited_at.is_some_and(|t| now >= t + crate::process::PIPE_GRACE) {
+                break;
+            }
+            let left = self.deadline.saturating_duration_since(now);
+            if left.is_zero() {
+                timed_out = exited_at.is_none();
+                break;
+            }
+            match self.rx.recv_timeout(left.min(Duration::from_millis(20))) {
                 Ok(m) => self.take(m),
                 Err(RecvTimeoutError::Timeout) => {
-                    timed_out = true;
-                    break;
+                    if exited_at.is_none() && matches!(self.child.try_wait(), Ok(Some(_))) {
+                        exited_at = Some(Instant::now());
+                        // Grandchildren still in the group go now; their pipe ends close.
+                        crate::process::kill_group(self.child.id());
+                    }
                 }
                 Err(RecvTimeoutError::Disconnected) => self.eof = true,
             }

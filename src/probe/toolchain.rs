@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use crate::version::Version;
 
@@ -35,11 +36,25 @@ pub fn find_nvcc() -> Option<PathBuf> {
     which::which("nvcc").ok()
 }
 
+/// How long a toolchain program may take to print its version. `hipconfig` is a Perl script
+/// that may query the system; a few seconds is usual, a minute is broken.
+pub const VERSION_TIMEOUT: Duration = Duration::from_secs(30);
+
 fn output(cmd: &Path, args: &[&str]) -> Option<String> {
-    let out = Command::new(cmd).args(args).output().ok()?;
-    let mut s = String::from_utf8_lossy(&out.stdout).to_string();
-    s.push_str(&String::from_utf8_lossy(&out.stderr));
-    Some(s)
+    let mut c = Command::new(cmd);
+    c.args(args);
+    match crate::process::output(c, VERSION_TIMEOUT) {
+        Ok(out) => Some(out.stdout + &out.stderr),
+        Err(e) => {
+            // The caller goes on without a version; say why, once, on stderr.
+            eprintln!(
+                "gpuprobe: note: `{} {}` {e}; its version is unknown (give --cuda/--rocm VER instead)",
+                crate::neutral::inline(&cmd.display().to_string()),
+                args.join(" ")
+            );
+            None
+        }
+    }
 }
 
 /// `Cuda compilation tools, release 13.0, V13.0.88` → 13.0.
@@ -77,7 +92,7 @@ pub fn rocm_version(hipconfig: Option<&Path>) -> Option<(Version, String)> {
         .flatten()
         {
             let info = base.join(".info/version");
-            if let Ok(t) = std::fs::read_to_string(&info)
+            if let Ok(t) = crate::files::read_to_string(&info)
                 && let Some(v) = t
                     .trim()
                     .split(['-', ' '])

@@ -323,6 +323,15 @@ impl QuirkFile {
                     ));
                 }
             }
+            if let Some((field, why)) = unsafe_field(q) {
+                return Err(at(
+                    format!(
+                        "quirk `{}`: field `{field}`: {why}",
+                        crate::neutral::inline(&q.id)
+                    ),
+                    "names are letters, digits and _; CMake values plain words; text one line without control characters",
+                ));
+            }
             if q.effect.env.get("GGML_CUDA_P2P").is_some_and(|v| v == "0") {
                 return Err(at(
                     format!(
@@ -432,4 +441,99 @@ fn check_fix_bound(q: &Quirk) -> std::result::Result<(), (String, &'static str)>
         ));
     }
     Ok(())
+}
+
+/// The first field of `q` that could not be carried safely into a build script, a workflow or a
+/// terminal, with why: flag and variable names that are not identifiers, CMake values that are not
+/// plain words, text with control characters.
+fn unsafe_field(q: &Quirk) -> Option<(String, String)> {
+    let ident = |s: &str| {
+        s.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    let control = |s: &str| s.chars().any(crate::neutral::is_hostile);
+    for (name, value) in &q.effect.set {
+        if !ident(name) {
+            return Some((
+                format!("effect.set.{}", crate::neutral::inline(name)),
+                "not a CMake variable name".into(),
+            ));
+        }
+        if !crate::neutral::is_plain_word(&format!("-D{name}={value}")) {
+            return Some((
+                format!("effect.set.{name}"),
+                format!(
+                    "`{}` holds a space, quote, `$` or other character a CMake argument cannot carry through a build script",
+                    crate::neutral::inline(value)
+                ),
+            ));
+        }
+    }
+    for (name, value) in &q.effect.env {
+        if !ident(name) {
+            return Some((
+                format!("effect.env.{}", crate::neutral::inline(name)),
+                "not an environment variable name".into(),
+            ));
+        }
+        if control(value) {
+            return Some((
+                format!("effect.env.{name}"),
+                "holds a control character".into(),
+            ));
+        }
+    }
+    if let Some(name) = q.effect.withdraw_env.iter().find(|n| !ident(n)) {
+        return Some((
+            format!("effect.withdraw_env ({})", crate::neutral::inline(name)),
+            "not an environment variable name".into(),
+        ));
+    }
+    if let Some(r) = &q.effect.runner
+        && !r
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    {
+        return Some((
+            "effect.runner".into(),
+            "not a runner label (letters, digits, . _ -)".into(),
+        ));
+    }
+    // Prose may span lines (TOML's multi-line strings); nothing else may.
+    if q.summary
+        .chars()
+        .any(|c| c != '\n' && c != '\t' && crate::neutral::is_hostile(c))
+    {
+        return Some((
+            "summary".into(),
+            "holds a control character (an escape, carriage return...)".into(),
+        ));
+    }
+    let texts = [
+        ("id", Some(&q.id)),
+        ("title", Some(&q.title)),
+        ("effect.env_when", q.effect.env_when.as_ref()),
+        ("effect.warn", q.effect.warn.as_ref()),
+        ("effect.refuse", q.effect.refuse.as_ref()),
+        ("measured_on", q.measured_on.as_ref()),
+    ];
+    for (field, text) in texts {
+        if text.is_some_and(|t| control(t)) {
+            return Some((
+                field.into(),
+                "holds a control character (a newline, escape...)".into(),
+            ));
+        }
+    }
+    q.when
+        .archs
+        .iter()
+        .chain(&q.when.smoke)
+        .chain(&q.when.env_set)
+        .chain(&q.sources)
+        .chain(q.fixed_in.iter().flat_map(|f| &f.sources))
+        .find(|t| control(t))
+        .map(|_| ("match/sources".into(), "holds a control character".into()))
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use toml_edit::{Array, ArrayOfTables, DocumentMut, Item, Table, value};
 
 use crate::error::{Error, Result};
+use crate::files;
 use crate::report::{Device, Report, SmokeOutcome};
 
 const HEADER: &str = "\
@@ -119,12 +120,35 @@ fn major_minor(v: &str) -> Option<String> {
 
 /// Adds or replaces `records` in `path` (created with a header if missing), keeping everything
 /// else in the file as it was. Returns, per record, whether it replaced an existing one.
+///
+/// Concurrent runs take turns (an exclusive lock on `<path>.lock` across the read, edit and
+/// write), so none loses another's records; the file is replaced atomically, a symlinked file
+/// stays a symlink and an existing file keeps its permissions.
 pub fn write(path: &Path, records: Vec<Record>) -> Result<Vec<(String, bool)>> {
     let origin = path.display().to_string();
-    let (text, new_file) = match std::fs::read_to_string(path) {
-        Ok(t) => (t, false),
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io_on(dir, "create", e))?;
+    }
+    let _lock = files::lock_beside(path)?;
+    let (text, new_file) = match files::read_bytes(path, files::MAX_INPUT_BYTES) {
+        Ok(bytes) => (
+            String::from_utf8(bytes).map_err(|_| {
+                Error::input(
+                    &origin,
+                    "is not UTF-8 text",
+                    "fix the file by hand, or record into another file with --file",
+                )
+            })?,
+            false,
+        ),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), true),
-        Err(e) => return Err(Error::io(path, e)),
+        Err(e) => {
+            return Err(Error::input(
+                &origin,
+                format!("cannot read: {e}"),
+                "record into a regular file with --file",
+            ));
+        }
     };
     let mut doc: DocumentMut = text
         .parse()
@@ -170,11 +194,6 @@ pub fn write(path: &Path, records: Vec<Record>) -> Result<Vec<(String, bool)>> {
     // The file must still load as a quirk file before it replaces the old one.
     let parsed: crate::quirks::QuirkFile = crate::profiles::parse_toml(&out, &origin)?;
     parsed.validate(&out, &origin)?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    }
-    let tmp = path.with_extension("toml.tmp");
-    std::fs::write(&tmp, out).map_err(|e| Error::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
+    files::write_atomic(path, out.as_bytes(), "--file")?;
     Ok(done)
 }

@@ -1,0 +1,327 @@
+//! Reading and writing files that someone else may control.
+//!
+//! Reads are bounded and open only regular files (a FIFO would block forever, `/dev/zero` never
+//! ends); writes go to a unique temporary file in the target's directory, are synced and renamed
+//! over the target, keep a symlinked target's link and an existing file's permissions, and refuse
+//! to replace anything that is not a regular file.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// The most gpuprobe reads from a report, quirk file or log (64 MiB). A real report is a few KiB,
+/// the bundled quirk file some 100 KiB, a llama.cpp log rarely more than a few MiB.
+pub const MAX_INPUT_BYTES: u64 = 64 << 20;
+
+/// The most read from a small system file (sysfs, procfs, version files, PKG-INFO, CMake files).
+pub const MAX_SMALL_BYTES: u64 = 4 << 20;
+
+/// Opens `path` for reading only if it is a regular file, without blocking on a FIFO.
+fn open_regular(path: &Path) -> std::io::Result<(File, std::fs::Metadata)> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer; O_NOCTTY: a
+        // terminal device never becomes our controlling terminal. Neither changes regular files.
+        opts.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    }
+    #[cfg(not(unix))]
+    {
+        let meta = std::fs::metadata(path)?;
+        if !meta.is_file() {
+            return Err(not_regular(&meta));
+        }
+    }
+    let file = opts.open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(not_regular(&meta));
+    }
+    Ok((file, meta))
+}
+
+fn kind_of(meta: &std::fs::Metadata) -> &'static str {
+    let ft = meta.file_type();
+    if ft.is_dir() {
+        return "a directory";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if ft.is_fifo() {
+            return "a FIFO (named pipe)";
+        }
+        if ft.is_char_device() {
+            return "a character device";
+        }
+        if ft.is_block_device() {
+            return "a block device";
+        }
+        if ft.is_socket() {
+            return "a socket";
+        }
+    }
+    "not a regular file"
+}
+
+fn not_regular(meta: &std::fs::Metadata) -> std::io::Error {
+    let kind = if meta.is_dir() {
+        std::io::ErrorKind::IsADirectory
+    } else {
+        std::io::ErrorKind::InvalidInput
+    };
+    std::io::Error::new(kind, format!("is {}, not a regular file", kind_of(meta)))
+}
+
+fn too_large(limit: u64) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("is larger than {} MiB", limit >> 20),
+    )
+}
+
+/// Reads at most `limit` bytes of a regular file; more is an error (`InvalidData`).
+pub fn read_bytes(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    let (file, meta) = open_regular(path)?;
+    if meta.len() > limit {
+        return Err(too_large(limit));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(limit));
+    }
+    Ok(bytes)
+}
+
+/// A bounded, regular-file-only `std::fs::read_to_string` for small system files (sysfs,
+/// procfs, version files): the same `io::Result`, so it drops in where errors are skipped.
+pub fn read_to_string(path: impl AsRef<Path>) -> std::io::Result<String> {
+    let bytes = read_bytes(path.as_ref(), MAX_SMALL_BYTES)?;
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "is not UTF-8 text"))
+}
+
+/// Reads a text input the user named (`--from`, a quirk file, `--log`): regular files only, at
+/// most `limit` bytes, UTF-8. Errors name `input` (e.g. `--from report.json`) and the fix.
+pub fn read_input(path: &Path, input: &str, limit: u64, fix: &str) -> Result<String> {
+    let err = |message: String| Error::input(input, message, fix);
+    let bytes = read_bytes(path, limit).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => err("does not exist".into()),
+        std::io::ErrorKind::PermissionDenied => err("cannot be read: permission denied".into()),
+        std::io::ErrorKind::InvalidInput | std::io::ErrorKind::IsADirectory => {
+            err(format!("{e}; gpuprobe reads only regular files"))
+        }
+        std::io::ErrorKind::InvalidData => Error::input(
+            input,
+            format!("{e} (the limit for an input file)"),
+            "pass the file gpuprobe wrote, not a larger one",
+        ),
+        _ => Error::io(path, e),
+    })?;
+    String::from_utf8(bytes).map_err(|e| Error::Input {
+        input: input.to_string(),
+        line: None,
+        message: format!(
+            "is not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ),
+        fix: fix.to_string(),
+    })
+}
+
+/// The file a write to `path` lands in: `path` itself, or where its symlinks lead (so that a
+/// symlinked file stays a symlink).
+fn final_target(path: &Path) -> Result<PathBuf> {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let link = std::fs::read_link(&p).map_err(|e| Error::io_on(&p, "read link", e))?;
+                p = match p.parent() {
+                    Some(dir) if link.is_relative() => dir.join(link),
+                    _ => link,
+                };
+            }
+            _ => return Ok(p),
+        }
+    }
+    Err(Error::input(
+        path.display().to_string(),
+        "has too many levels of symbolic links",
+        "point it at a regular file",
+    ))
+}
+
+/// Replaces (or creates) `path` with `bytes` atomically: readers see the old file or the whole
+/// new one, never a part. `input` names the option the path came from, for errors.
+///
+/// The target, after following symlinks, must be a regular file or not exist yet; its
+/// permissions (and, where allowed, its owner) are kept; a new file gets 0666 less the umask.
+pub fn write_atomic(path: &Path, bytes: &[u8], input: &str) -> Result<()> {
+    let target = final_target(path)?;
+    let shown = path.display().to_string();
+    let existing = match std::fs::metadata(&target) {
+        Ok(m) if m.is_file() => Some(m),
+        Ok(m) => {
+            return Err(Error::input(
+                input,
+                format!(
+                    "`{shown}` is {}; gpuprobe only creates or replaces regular files",
+                    kind_of(&m)
+                ),
+                "give the path of a regular file (or redirect standard output instead)",
+            ));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::io_on(&target, "write", e)),
+    };
+    let Some(name) = target.file_name() else {
+        return Err(Error::input(
+            input,
+            format!("`{shown}` is not a file name"),
+            "give the path of a file",
+        ));
+    };
+    let dir = target
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(Error::input(
+            input,
+            format!("directory `{}` does not exist", dir.display()),
+            "create it first (mkdir -p), or choose another path",
+        ));
+    }
+    let mut builder = tempfile::Builder::new();
+    let prefix = format!(".{}.", name.to_string_lossy());
+    builder.prefix(&prefix).suffix(".tmp");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // Subject to the umask, as a plain create would be.
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    let mut tmp = builder
+        .tempfile_in(dir)
+        .map_err(|e| Error::io_on(dir, "create a file in", e))?;
+    let written = (|| -> std::io::Result<()> {
+        if let Some(m) = &existing {
+            std::fs::set_permissions(tmp.path(), m.permissions())?;
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::MetadataExt;
+                // Only root may give a file away; for anyone else this is a no-op or EPERM,
+                // and the owner is then the writer, as with any editor.
+                let _ = std::os::unix::fs::fchown(tmp.as_file(), Some(m.uid()), Some(m.gid()));
+            }
+        }
+        tmp.as_file_mut().write_all(bytes)?;
+        tmp.as_file_mut().sync_all()
+    })();
+    written.map_err(|e| Error::io_on(&target, "write", e))?;
+    tmp.persist(&target)
+        .map_err(|e| Error::io_on(&target, "replace", e.error))?;
+    // The rename is durable once the directory is.
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// An exclusive lock held until dropped, on `<path>.lock` beside `path` (the file itself is
+/// replaced by renames, so it cannot carry the lock). Blocks until other holders let go.
+pub struct Lock {
+    _file: File,
+}
+
+pub fn lock_beside(path: &Path) -> Result<Lock> {
+    let target = final_target(path)?;
+    let mut name = target
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(".lock");
+    let lock_path = target.with_file_name(name);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Error::io_on(&lock_path, "create", e))?;
+    file.lock()
+        .map_err(|e| Error::io_on(&lock_path, "lock", e))?;
+    Ok(Lock { _file: file })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, vec![b'a'; 100]).unwrap();
+        assert_eq!(read_bytes(&p, 100).unwrap().len(), 100);
+        let e = read_bytes(&p, 99).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        assert!(read_bytes(dir.path(), 100).is_err());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn devices_and_fifos_are_refused_without_blocking() {
+        let e = read_bytes(Path::new("/dev/zero"), 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("character device"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: plain syscall on a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = read_bytes(&fifo, 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn atomic_writes_keep_links_and_modes() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.toml");
+        std::fs::write(&real, "old").unwrap();
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let link = dir.path().join("link.toml");
+        std::os::unix::fs::symlink("real.toml", &link).unwrap();
+        write_atomic(&link, b"new", "--file").unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), "new");
+        let mode = std::fs::metadata(&real).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        // Nothing left behind.
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        // A FIFO stands in for a device node: both must stay what they are.
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: plain syscall on a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = write_atomic(&fifo, b"x", "--output").unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        assert_eq!(e.exit_code(), crate::error::exit::USAGE);
+    }
+}

@@ -45,7 +45,7 @@ pub const ARCH_VARIABLES: &[&str] = &[
 
 /// How long `git` may take to answer about a checkout (it may be on a slow disk, or hostile: a
 /// FIFO as `objects/info/alternates` blocks it forever).
-pub const GIT_TIMEOUT: Duration = Duration::from_secs(60);
+pub const GIT_TIMEOUT: Duration = Duration::from_secs(20);
 
 impl Checkout {
     pub fn open(dir: &Path) -> Result<Self> {

@@ -37,8 +37,8 @@ pub fn find_nvcc() -> Option<PathBuf> {
 }
 
 /// How long a toolchain program may take to print its version. `hipconfig` is a Perl script
-/// that may query the system; a few seconds is usual, a minute is broken.
-pub const VERSION_TIMEOUT: Duration = Duration::from_secs(30);
+/// that may query the system; well under a second is usual, ten seconds is broken.
+pub const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn output(cmd: &Path, args: &[&str]) -> Option<String> {
     let mut c = Command::new(cmd);

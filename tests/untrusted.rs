@@ -1,0 +1,1089 @@
+//! Untrusted input never escapes: hostile reports, quirk files, paths, environment values and
+//! programs, driven through the real binary. Each test reproduces one way gpuprobe could be made
+//! to run a command, write where it should not, hang, or corrupt what it shows.
+
+#![cfg(unix)]
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const REPORT: &str = include_str!("fixtures/nvidia-2x-h200-driver580/detect.json");
+const R9700: &str = "tests/fixtures/sysfs/2x-r9700-gfx1201";
+
+fn gp() -> assert_cmd::Command {
+    let mut c = common::gpuprobe();
+    c.timeout(Duration::from_secs(120));
+    c
+}
+
+fn manifest() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_gpuprobe"))
+}
+
+struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn new() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("gpuprobe-untrusted")
+            .tempdir()
+            .unwrap();
+        Sandbox { dir }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// Where an injected command would leave its mark.
+    fn marker(&self) -> PathBuf {
+        self.path("pwned")
+    }
+
+    /// Text that runs `touch pwned` (in the sandbox, where fragments run) if it ever leaves a
+    /// comment line or a quoted word. It has no `/`, so it can also be a file name.
+    fn payload(&self) -> String {
+        "\ntouch pwned; : $(touch pwned) `touch pwned`\n".to_string()
+    }
+
+    fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.path(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn script(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.write(rel, text);
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    /// Runs a generated build fragment with a stand-in `cmake` that only records its arguments,
+    /// and asserts that nothing else ran. Returns the recorded cmake arguments.
+    fn run_fragment(&self, fragment: &str) -> String {
+        let bin = self.path("fakebin");
+        let log = self.path("cmake-args.log");
+        self.script(
+            "fakebin/cmake",
+            &format!(
+                "#!/bin/sh\nfor a in \"$@\"; do printf '[%s]' \"$a\" >> '{}'; done; echo >> '{}'\n",
+                log.display(),
+                log.display()
+            ),
+        );
+        let script = self.write("build.sh", fragment);
+        let out = std::process::Command::new("sh")
+            .arg(&script)
+            .current_dir(self.dir.path())
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("LLAMA_CPP_DIR", self.dir.path())
+            .env_remove("LLAMA_CMAKE_ARGS")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "the fragment failed: {}\n{fragment}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.assert_nothing_ran(fragment);
+        std::fs::read_to_string(&log).unwrap_or_default()
+    }
+
+    fn assert_nothing_ran(&self, context: &str) {
+        assert!(
+            !self.marker().exists(),
+            "an injected command ran:\n{context}"
+        );
+    }
+
+    /// A minimal llama.cpp tree (the options a plan needs) at `rel`.
+    fn llama_tree(&self, rel: &str) -> PathBuf {
+        let root = self.path(rel);
+        std::fs::create_dir_all(root.join("ggml/src/ggml-cuda")).unwrap();
+        std::fs::write(
+            root.join("CMakeLists.txt"),
+            "project(\"llama.cpp\" C CXX)\n",
+        )
+        .unwrap();
+        std::fs::write(
+            root.join("ggml/CMakeLists.txt"),
+            "option(GGML_CUDA \"ggml: use CUDA\" OFF)\n\
+             option(GGML_HIP \"ggml: use HIP\" OFF)\n\
+             option(GGML_CUDA_NO_VMM \"ggml: do not try to use CUDA VMM\" OFF)\n\
+             option(GGML_HIP_NO_VMM \"ggml: do not try to use HIP VMM\" ON)\n",
+        )
+        .unwrap();
+        std::fs::write(
+            root.join("ggml/src/ggml-cuda/CMakeLists.txt"),
+            "set(CMAKE_CUDA_ARCHITECTURES ${CMAKE_CUDA_ARCHITECTURES})\n",
+        )
+        .unwrap();
+        root
+    }
+
+    /// A report edited by `edit`, written to `report.json`.
+    fn report(&self, edit: impl Fn(&mut Value)) -> PathBuf {
+        let mut v: Value = serde_json::from_str(REPORT).unwrap();
+        edit(&mut v);
+        self.write("report.json", &v.to_string())
+    }
+
+    /// A fake HIP probe program: the pass fake, its output rewritten by `sed` expressions.
+    fn probe(&self, sed: &[String]) -> PathBuf {
+        let fake = manifest().join("tests/fake-probes/pass-gfx1201.sh");
+        let exprs: Vec<String> = sed.iter().map(|e| format!("-e '{e}'")).collect();
+        self.script(
+            "probe.sh",
+            &format!(
+                "#!/bin/sh\n'{}' \"$@\" | sed {}\n",
+                fake.display(),
+                exprs.join(" ")
+            ),
+        )
+    }
+
+    /// gpuprobe probing the fake machine with `probe` (no real toolchain, no GPU).
+    fn probing(&self, probe: &Path) -> assert_cmd::Command {
+        let mut c = gp();
+        std::fs::create_dir_all(self.path("home")).unwrap();
+        c.env("HOME", self.path("home"))
+            .env("PATH", "/usr/bin:/bin")
+            .env("ROCM_PATH", self.path("no-rocm"))
+            .env("HIP_PATH", self.path("no-rocm"))
+            .env("CUDA_HOME", self.path("no-cuda"))
+            .env_remove("CUDA_PATH")
+            .env("GPUPROBE_SYSFS_ROOT", manifest().join(R9700))
+            .env("GPUPROBE_LIBCUDA", "/nonexistent/libcuda.so.1")
+            .env("GPUPROBE_HIP_PROBE", probe)
+            .env("FAKE_PROBE_DEVICES", "1");
+        c
+    }
+
+    fn mkfifo(&self, rel: &str) -> PathBuf {
+        let p = self.path(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: plain syscall on a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        p
+    }
+}
+
+fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A JSON string with the payload's newline written as the JSON escape, for sed replacements.
+fn json_escaped(s: &str) -> String {
+    let j = serde_json::to_string(s).unwrap();
+    j[1..j.len() - 1].replace('\\', "\\\\").replace('|', "\\|")
+}
+
+// ---- shell, args, github, preset: nothing from outside runs ------------------------------------
+
+#[test]
+fn a_report_arch_with_a_newline_is_refused_and_runs_nothing() {
+    let sb = Sandbox::new();
+    let payload = sb.payload();
+    let report = sb.report(|v| v["devices"][0]["arch"] = format!("sm_90{payload}").into());
+    let out = gp()
+        .args(["cmake-flags", "--toolchain", "none", "--from"])
+        .arg(&report)
+        .output()
+        .unwrap();
+    if out.status.success() {
+        sb.run_fragment(&stdout(&out));
+    }
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains(&report.display().to_string()), "{err}");
+    assert!(err.contains("device entry 0, field `arch`"), "{err}");
+    assert!(err.contains("fix:"), "{err}");
+}
+
+#[test]
+fn a_probe_that_prints_a_hostile_arch_cannot_inject_into_any_format() {
+    let sb = Sandbox::new();
+    let payload = sb.payload();
+    let probe = sb.probe(&[format!(
+        "s|\"arch\":\"gfx1201\"|\"arch\":\"gfx1201{}\"|",
+        json_escaped(&payload)
+    )]);
+    let base = [
+        "cmake-flags",
+        "--toolchain",
+        "none",
+        "--backend",
+        "hip",
+        "--cycles",
+        "3",
+    ];
+
+    // shell: the `# group` comment and the warning lines stay comments, the value stays a word.
+    let out = sb.probing(&probe).args(base).output().unwrap();
+    let text = stdout(&out);
+    let args = if out.status.success() {
+        sb.run_fragment(&text)
+    } else {
+        String::new()
+    };
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(text.contains("# group hip: gfx1201\\ntouch"), "{text}");
+    assert!(
+        args.contains("gfx1201\\ntouch"),
+        "cmake got the value as one word: {args}"
+    );
+
+    // args: one line per group, or a refusal; never a second line.
+    let out = sb
+        .probing(&probe)
+        .args(base)
+        .args(["--format", "args"])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out).lines().count().max(1), 1, "{}", stdout(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+
+    // github: exactly the four outputs.
+    let gh = sb.write("github_output", "");
+    let out = sb
+        .probing(&probe)
+        .args(base)
+        .args(["--format", "github"])
+        .env("GITHUB_OUTPUT", &gh)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let keys = github_output_keys(&std::fs::read_to_string(&gh).unwrap());
+    assert_eq!(keys, ["cmake-args", "matrix", "env", "plan"]);
+    sb.assert_nothing_ran("github");
+
+    // preset: refused rather than written with a value CMake would expand.
+    let out = sb
+        .probing(&probe)
+        .args(base)
+        .args(["--format", "preset"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+}
+
+/// The keys of a `$GITHUB_OUTPUT` file, read the way the runner reads it.
+fn github_output_keys(text: &str) -> Vec<String> {
+    let mut keys = Vec::new();
+    let mut lines = text.split('\n');
+    while let Some(line) = lines.next() {
+        if line.is_empty() {
+            continue;
+        }
+        match (line.find('='), line.find("<<")) {
+            (Some(eq), heredoc) if heredoc.is_none_or(|h| eq < h) => {
+                keys.push(line[..eq].to_string());
+            }
+            (_, Some(h)) => {
+                keys.push(line[..h].to_string());
+                let delim = &line[h + 2..];
+                for l in lines.by_ref() {
+                    if l == delim {
+                        break;
+                    }
+                }
+            }
+            _ => keys.push(format!("<malformed: {line}>")),
+        }
+    }
+    keys
+}
+
+#[test]
+fn a_llama_cpp_directory_with_a_newline_stays_in_its_comment() {
+    let sb = Sandbox::new();
+    let dir = sb.llama_tree(&format!("llama{}", sb.payload()));
+    let out = gp()
+        .args([
+            "cmake-flags",
+            "--targets",
+            "sm_90",
+            "--cuda",
+            "12.8",
+            "--toolchain",
+            "none",
+            "--llama-cpp",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("\\ntouch pwned"), "{text}");
+    sb.run_fragment(&text);
+}
+
+#[test]
+fn a_toolchain_path_with_a_newline_stays_in_its_comment() {
+    let sb = Sandbox::new();
+    let nvcc = sb.script(
+        &format!("tool{}/nvcc", sb.payload()),
+        "#!/bin/sh\necho 'Cuda compilation tools, release 12.8, V12.8.93'\n",
+    );
+    let out = gp()
+        .args(["cmake-flags", "--targets", "sm_90", "--toolchain"])
+        .arg(&nvcc)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("CUDA 12.8") && text.contains("\\ntouch pwned"),
+        "{text}"
+    );
+    sb.run_fragment(&text);
+}
+
+#[test]
+fn a_rocm_path_with_a_newline_stays_in_its_comment() {
+    let sb = Sandbox::new();
+    let rocm = sb.path(&format!("rocm{}", sb.payload()));
+    sb.script(
+        &format!("rocm{}/bin/hipconfig", sb.payload()),
+        "#!/bin/sh\necho 6.4.43482-0\n",
+    );
+    let out = gp()
+        .args(["cmake-flags", "--targets", "gfx1100"])
+        .env("ROCM_PATH", &rocm)
+        .env("HIP_PATH", &rocm)
+        .env("PATH", "/usr/bin:/bin")
+        .env("CUDA_HOME", sb.path("no-cuda"))
+        .env_remove("CUDA_PATH")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("ROCm 6.4") && text.contains("\\ntouch pwned"),
+        "{text}"
+    );
+    sb.run_fragment(&text);
+}
+
+#[test]
+fn a_quirk_file_with_a_newline_in_an_env_name_or_condition_is_refused() {
+    for (field, record) in [
+        (
+            "effect.env",
+            "[quirk.effect.env]\n\"GGML_X\\ntouch MARKER\" = \"1\"\n",
+        ),
+        (
+            "effect.env_when",
+            "[quirk.effect]\nenv_when = \"always\\ntouch MARKER\"\n[quirk.effect.env]\nGGML_X = \"1\"\n",
+        ),
+    ] {
+        let sb = Sandbox::new();
+        let record = record.replace("MARKER", "pwned");
+        sb.write(
+            "quirks/evil.toml",
+            &format!(
+                "[[quirk]]\nid = \"EVIL\"\ntitle = \"t\"\nsummary = \"s\"\nseverity = \"high\"\nconfidence = \"high\"\nsources = [\"https://example.org\"]\n[quirk.match]\narchs = [\"sm_90\"]\n{record}"
+            ),
+        );
+        let out = gp()
+            .args([
+                "cmake-flags",
+                "--targets",
+                "sm_90",
+                "--cuda",
+                "12.8",
+                "--toolchain",
+                "none",
+            ])
+            .env("GPUPROBE_QUIRKS_DIR", sb.path("quirks"))
+            .output()
+            .unwrap();
+        if out.status.success() {
+            sb.run_fragment(&stdout(&out));
+        }
+        assert_eq!(out.status.code(), Some(2), "{field}: {}", stdout(&out));
+        assert!(stderr(&out).contains(field), "{field}: {}", stderr(&out));
+        assert!(stderr(&out).contains("evil.toml"), "{}", stderr(&out));
+    }
+}
+
+// ---- reports are validated with the CLI's rules ------------------------------------------------
+
+#[test]
+fn report_fields_are_validated_naming_file_device_field_and_fix() {
+    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+        (
+            "field `arch`",
+            Box::new(|v| v["devices"][0]["arch"] = "".into()),
+        ),
+        (
+            "field `arch`",
+            Box::new(|v| v["devices"][0]["arch"] = "sm_".into()),
+        ),
+        (
+            "field `name`",
+            Box::new(|v| v["devices"][0]["name"] = "H200\u{0}".into()),
+        ),
+        (
+            "field `arch`",
+            Box::new(|v| v["devices"][1]["arch"] = "gfx1201; rm -rf ~".into()),
+        ),
+        (
+            "field `vendor`",
+            Box::new(|v| {
+                v["devices"][0]["vendor"] = "amd".into();
+                v["devices"][1]["vendor"] = "amd".into();
+            }),
+        ),
+        (
+            "field `smoke.mismatches`",
+            Box::new(|v| v["devices"][0]["smoke"]["mismatches"] = 999.into()),
+        ),
+    ];
+    for (field, edit) in cases {
+        let sb = Sandbox::new();
+        let report = sb.report(edit);
+        let out = gp()
+            .args([
+                "cmake-flags",
+                "--toolchain",
+                "none",
+                "--format",
+                "json",
+                "--from",
+            ])
+            .arg(&report)
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{field}: {}\n{err}",
+            stdout(&out)
+        );
+        assert!(stdout(&out).is_empty(), "{field}: nothing half-written");
+        assert!(err.contains(&report.display().to_string()), "{err}");
+        assert!(err.contains("device entry"), "{err}");
+        assert!(err.contains(field), "want {field}: {err}");
+        assert!(err.contains("fix:"), "{err}");
+    }
+}
+
+#[test]
+fn a_report_without_devices_says_so() {
+    let sb = Sandbox::new();
+    let report = sb.report(|v| v["devices"] = json!([]));
+    let out = gp()
+        .args(["cmake-flags", "--toolchain", "none", "--from"])
+        .arg(&report)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("lists no GPU"), "{err}");
+    assert!(err.contains("--targets"), "{err}");
+    assert!(!err.contains("CUDA and HIP"), "{err}");
+}
+
+// ---- bounded, regular-file-only reads ----------------------------------------------------------
+
+#[test]
+fn a_fifo_or_device_as_report_or_quirk_file_is_refused_without_waiting() {
+    let sb = Sandbox::new();
+    let fifo = sb.mkfifo("report.json");
+    let t = Instant::now();
+    let out = gp()
+        .timeout(Duration::from_secs(30))
+        .args(["cmake-flags", "--toolchain", "none", "--from"])
+        .arg(&fifo)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("FIFO"), "{}", stderr(&out));
+    assert!(t.elapsed() < Duration::from_secs(20));
+
+    let out = gp()
+        .args(["cmake-flags", "--toolchain", "none", "--from", "/dev/null"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("character device"),
+        "{}",
+        stderr(&out)
+    );
+
+    sb.mkfifo("quirks/a.toml");
+    let out = gp()
+        .timeout(Duration::from_secs(30))
+        .args(["quirks", "list"])
+        .env("GPUPROBE_QUIRKS_DIR", sb.path("quirks"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("a.toml"), "{}", stderr(&out));
+
+    std::fs::remove_file(sb.path("quirks/a.toml")).unwrap();
+    std::os::unix::fs::symlink("/dev/null", sb.path("quirks/b.toml")).unwrap();
+    let out = gp()
+        .args(["quirks", "list"])
+        .env("GPUPROBE_QUIRKS_DIR", sb.path("quirks"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("character device"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn an_input_over_the_limit_is_refused_naming_it() {
+    let sb = Sandbox::new();
+    let big = sb.path("big.json");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len((64 << 20) + 1).unwrap();
+    let out = gp()
+        .args(["cmake-flags", "--toolchain", "none", "--from"])
+        .arg(&big)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("big.json") && err.contains("larger than 64 MiB"),
+        "{err}"
+    );
+}
+
+// ---- atomic, safe writes -----------------------------------------------------------------------
+
+#[test]
+fn output_never_replaces_something_that_is_not_a_regular_file() {
+    let sb = Sandbox::new();
+    // A FIFO stands in for a device node such as /dev/full.
+    let fifo = sb.mkfifo("llama.yml");
+    let out = gp()
+        .args([
+            "workflow",
+            "--targets",
+            "sm_90",
+            "--cuda",
+            "12.8",
+            "--output",
+        ])
+        .arg(&fifo)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("FIFO"), "{}", stderr(&out));
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+}
+
+/// A report whose only device failed its smoke test on architecture `arch`.
+fn failed_report(arch: &str) -> String {
+    let mut v: Value = serde_json::from_str(REPORT).unwrap();
+    let mut d = v["devices"][0].clone();
+    d["arch"] = arch.into();
+    d["smoke"]["outcome"] = "fail".into();
+    d["smoke"]["stage"] = "verify".into();
+    d["smoke"]["mismatches"] = 7.into();
+    d["smoke"]["reason"] = "7 words read back wrong".into();
+    v["devices"] = json!([d]);
+    v["peers"] = json!([]);
+    v.to_string()
+}
+
+#[test]
+fn concurrent_quirks_record_runs_lose_nothing() {
+    let sb = Sandbox::new();
+    let file = sb.path("q/local.toml");
+    let archs = [
+        "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_87",
+    ];
+    let children: Vec<_> = archs
+        .iter()
+        .map(|a| {
+            let r = sb.write(&format!("r-{a}.json"), &failed_report(a));
+            std::process::Command::new(bin())
+                .args(["quirks", "record", "--from"])
+                .arg(&r)
+                .arg("--file")
+                .arg(&file)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let text = std::fs::read_to_string(&file).unwrap();
+    for a in archs {
+        assert!(
+            text.contains(&format!("LOCAL-{a}-fail-verify")),
+            "{a} lost:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn quirks_record_keeps_a_symlinked_file_and_its_permissions() {
+    let sb = Sandbox::new();
+    let real = sb.write("dotfiles/local.toml", "# mine\n");
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::create_dir_all(sb.path("cfg")).unwrap();
+    let link = sb.path("cfg/local.toml");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let r = sb.write("r.json", &failed_report("sm_90"));
+    gp().args(["quirks", "record", "--from"])
+        .arg(&r)
+        .arg("--file")
+        .arg(&link)
+        .assert()
+        .success();
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let text = std::fs::read_to_string(&real).unwrap();
+    assert!(
+        text.contains("# mine") && text.contains("LOCAL-sm_90"),
+        "{text}"
+    );
+    let mode = std::fs::metadata(&real).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}
+
+// ---- every program has a timeout and is killed with its group ----------------------------------
+
+/// True while a process whose command line contains `token` is alive.
+fn alive(token: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .map(|c| {
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .contains(token)
+            })
+            .unwrap_or(false)
+    })
+}
+
+/// A `sleep` duration no other process on the machine is likely to use, to find it again.
+fn unique_sleep() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64;
+    let n = nanos ^ (u64::from(std::process::id()) << 20) ^ COUNT.fetch_add(1, Ordering::Relaxed);
+    format!("{}.{:06}", 500 + n % 97, n % 1_000_000)
+}
+
+#[test]
+fn a_toolchain_program_that_never_exits_is_killed_with_its_escaped_children() {
+    let sb = Sandbox::new();
+    let token = unique_sleep();
+    let nvcc = sb.script(
+        "bin/nvcc",
+        &format!("#!/bin/sh\nsetsid sleep {token} &\nexec sleep {token}\n"),
+    );
+    let t = Instant::now();
+    let out = gp()
+        .args(["cmake-flags", "--targets", "sm_90", "--toolchain"])
+        .arg(&nvcc)
+        .output()
+        .unwrap();
+    assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("killed"), "{}", stderr(&out));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !alive(&format!("sleep {token}")),
+        "a child outlived gpuprobe"
+    );
+}
+
+#[test]
+fn a_hipconfig_that_never_exits_does_not_hang_planning() {
+    let sb = Sandbox::new();
+    let token = unique_sleep();
+    sb.script(
+        "rocm/bin/hipconfig",
+        &format!("#!/bin/sh\nexec sleep {token}\n"),
+    );
+    let t = Instant::now();
+    let out = gp()
+        .args(["cmake-flags", "--targets", "gfx1100", "--format", "json"])
+        .env("ROCM_PATH", sb.path("rocm"))
+        .env("HIP_PATH", sb.path("rocm"))
+        .env("PATH", "/usr/bin:/bin")
+        .env("CUDA_HOME", sb.path("no-cuda"))
+        .env_remove("CUDA_PATH")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(t.elapsed() < Duration::from_secs(60));
+    assert!(stderr(&out).contains("killed"), "{}", stderr(&out));
+    assert!(!alive(&format!("sleep {token}")));
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let ok = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+#[test]
+fn a_fifo_in_a_llama_cpp_git_tree_does_not_hang_gpuprobe() {
+    let sb = Sandbox::new();
+    let tree = sb.llama_tree("llama");
+    git(&tree, &["init", "-q"]);
+    git(&tree, &["add", "."]);
+    git(&tree, &["commit", "-qm", "one"]);
+    sb.mkfifo("llama/.git/objects/info/alternates");
+    let t = Instant::now();
+    let out = gp()
+        .args([
+            "cmake-flags",
+            "--targets",
+            "sm_90",
+            "--cuda",
+            "12.8",
+            "--toolchain",
+            "none",
+            "--format",
+            "json",
+            "--llama-cpp",
+        ])
+        .arg(&tree)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(t.elapsed() < Duration::from_secs(90));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["llama"]["build"], Value::Null);
+}
+
+#[test]
+fn a_probe_that_said_done_and_exited_is_complete_though_a_grandchild_holds_its_pipe() {
+    let sb = Sandbox::new();
+    let token = unique_sleep();
+    let fake = manifest().join("tests/fake-probes/pass-gfx1201.sh");
+    let probe = sb.script(
+        "probe.sh",
+        &format!(
+            "#!/bin/sh\n'{}' \"$@\"\nsetsid sleep {token} &\nexit 0\n",
+            fake.display()
+        ),
+    );
+    let out = sb
+        .probing(&probe)
+        .args([
+            "detect",
+            "--json",
+            "--backend",
+            "hip",
+            "--cycles",
+            "3",
+            "--timeout",
+            "8",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["devices"][0]["smoke"]["outcome"], "pass", "{r:#}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !alive(&format!("sleep {token}")),
+        "the setsid grandchild outlived gpuprobe"
+    );
+}
+
+// ---- linear time -------------------------------------------------------------------------------
+
+#[test]
+fn a_quirk_file_with_200k_records_loads_in_linear_time() {
+    let sb = Sandbox::new();
+    let mut text = String::with_capacity(24 << 20);
+    for i in 0..200_000 {
+        text.push_str(&format!(
+            "[[quirk]]\nid = \"U{i}\"\ntitle = \"t\"\nsummary = \"s\"\nseverity = \"low\"\nconfidence = \"low\"\nmeasured_on = \"here\"\n\n"
+        ));
+    }
+    sb.write("quirks/big.toml", &text);
+    let t = Instant::now();
+    let out = gp()
+        .timeout(Duration::from_secs(150))
+        .args(["quirks", "show", "U199999"])
+        .env("GPUPROBE_QUIRKS_DIR", sb.path("quirks"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Quadratic merging took minutes; linear parsing is seconds even unoptimised on a busy CI
+    // machine.
+    assert!(t.elapsed() < Duration::from_secs(90), "{:?}", t.elapsed());
+}
+
+#[test]
+fn a_cmake_tree_with_many_set_lines_is_scanned_in_linear_time() {
+    let sb = Sandbox::new();
+    let tree = sb.llama_tree("llama");
+    let mut text = String::new();
+    for i in 0..60_000 {
+        text.push_str(&format!("set(GPUPROBE_V{i} \"1\" CACHE STRING \"doc\")\n"));
+    }
+    // And unterminated calls, which once made every later match scan to the end.
+    for _ in 0..60_000 {
+        text.push_str("set(\n");
+    }
+    std::fs::write(tree.join("ggml/src/ggml-cuda/many.cmake"), &text).unwrap();
+    let t = Instant::now();
+    let out = gp()
+        .timeout(Duration::from_secs(150))
+        .args([
+            "cmake-flags",
+            "--targets",
+            "sm_90",
+            "--cuda",
+            "12.8",
+            "--toolchain",
+            "none",
+            "--llama-build",
+            "7000",
+            "--llama-cpp",
+        ])
+        .arg(&tree)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+}
+
+// ---- shallow clones ----------------------------------------------------------------------------
+
+#[test]
+fn a_shallow_clone_has_an_unknown_build_with_the_fix() {
+    let sb = Sandbox::new();
+    let tree = sb.llama_tree("origin");
+    git(&tree, &["init", "-q"]);
+    git(&tree, &["add", "."]);
+    git(&tree, &["commit", "-qm", "one"]);
+    std::fs::write(tree.join("README"), "x").unwrap();
+    git(&tree, &["add", "."]);
+    git(&tree, &["commit", "-qm", "two"]);
+    let shallow = sb.path("shallow");
+    let url = format!("file://{}", tree.display());
+    let ok = std::process::Command::new("git")
+        .args(["clone", "-q", "--depth", "1", &url])
+        .arg(&shallow)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let out = gp()
+        .args([
+            "cmake-flags",
+            "--targets",
+            "sm_90",
+            "--cuda",
+            "12.8",
+            "--toolchain",
+            "none",
+            "--format",
+            "json",
+            "--llama-cpp",
+        ])
+        .arg(&shallow)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["llama"]["build"], Value::Null, "{plan:#}");
+    let err = stderr(&out);
+    assert!(
+        err.contains("shallow")
+            && err.contains("fetch --unshallow")
+            && err.contains("--llama-build"),
+        "{err}"
+    );
+}
+
+// ---- pipes, I/O errors and exit codes ----------------------------------------------------------
+
+fn with_closed_stdout(args: &[&str]) -> std::process::Output {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    std::process::Command::new(bin())
+        .args(args)
+        .env("XDG_CONFIG_HOME", "/nonexistent-gpuprobe-config")
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_closed_pipe_ends_quietly_by_sigpipe() {
+    use std::os::unix::process::ExitStatusExt;
+    for args in [
+        &["completions", "bash"][..],
+        &["man"][..],
+        &["quirks", "list"][..],
+    ] {
+        let out = with_closed_stdout(args);
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGPIPE),
+            "{args:?}: {:?} {}",
+            out.status,
+            stderr(&out)
+        );
+        assert!(stderr(&out).is_empty(), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_full_disk_on_stdout_is_an_error_naming_it() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = std::process::Command::new(bin())
+        .args(["completions", "bash"])
+        .stdout(full)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("standard output") && err.contains("fix:"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn an_os_error_is_printed_once_with_a_fix_and_exit_2() {
+    // A file where a quirk directory is expected.
+    let out = gp()
+        .args(["quirks", "list"])
+        .env("GPUPROBE_QUIRKS_DIR", manifest().join("Cargo.toml"))
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.matches("os error").count(), 1, "{err}");
+    assert!(err.contains("Cargo.toml") && err.contains("fix:"), "{err}");
+}
+
+// ---- the terminal sees no escape sequences -----------------------------------------------------
+
+#[test]
+fn escape_sequences_from_sysfs_probes_and_logs_never_reach_the_terminal() {
+    let sb = Sandbox::new();
+    // A sysfs tree whose product name carries escape sequences.
+    let root = sb.path("sysfs");
+    let copy = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(manifest().join(R9700))
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(copy.success());
+    for n in ["128", "129"] {
+        std::fs::write(
+            root.join(format!("sys/class/drm/renderD{n}/device/product_name")),
+            "Radeon\u{1b}]0;pwned\u{7}\u{1b}[2J\r\n",
+        )
+        .unwrap();
+    }
+    let out = gp()
+        .args(["detect", "--backend", "hip", "--no-smoke"])
+        .env("GPUPROBE_SYSFS_ROOT", &root)
+        .env("GPUPROBE_LIBCUDA", "/nonexistent/libcuda.so.1")
+        .env("PATH", "/usr/bin:/bin")
+        .env("ROCM_PATH", sb.path("no-rocm"))
+        .env("HIP_PATH", sb.path("no-rocm"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("Radeon\\x1b]0;pwned"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!out.stdout.contains(&0x1b) && !out.stderr.contains(&0x1b));
+
+    // A probe program whose device name does the same.
+    let probe = sb.probe(&[
+        "s|\"name\":\"AMD Radeon AI PRO R9700\"|\"name\":\"R9700\\\\u001b[2J\\\\u0007\"|"
+            .to_string(),
+    ]);
+    let out = sb
+        .probing(&probe)
+        .args(["detect", "--backend", "hip", "--cycles", "3"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("R9700\\x1b[2J"), "{}", stdout(&out));
+    assert!(!out.stdout.contains(&0x1b) && !out.stderr.contains(&0x1b));
+
+    // A llama.cpp log with them.
+    let log = sb.write(
+        "llama.log",
+        "version: 7000 (abcdef1)\nggml_cuda_init: found 1 CUDA devices:\n  Device 0: NVIDIA\u{1b}[2J H200, compute capability 9.0, VMM: yes\n",
+    );
+    let out = gp()
+        .args(["check-build", "--no-probe", "--log"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(
+        !out.stdout.contains(&0x1b) && !out.stderr.contains(&0x1b),
+        "{}",
+        stdout(&out)
+    );
+}

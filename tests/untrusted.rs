@@ -429,7 +429,8 @@ fn a_quirk_file_with_a_newline_in_an_env_name_or_condition_is_refused() {
 
 #[test]
 fn report_fields_are_validated_naming_file_device_field_and_fix() {
-    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(&str, Edit)> = vec![
         (
             "field `arch`",
             Box::new(|v| v["devices"][0]["arch"] = "".into()),

@@ -212,6 +212,17 @@ pub fn markdown_code(s: &str) -> String {
     format!("{fence}{pad}{s}{pad}{fence}")
 }
 
+/// Writes one message line to stderr as [`terminal`] text: the one way gpuprobe talks on stderr
+/// (notes, warnings, errors), so a path, quirk text or device name in a message cannot send
+/// escape sequences to the terminal. Failure to write to stderr is ignored, as `eprintln!` would
+/// panic instead.
+pub fn eprintln(text: &str) {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(terminal(text).as_bytes());
+    let _ = err.write_all(b"\n");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

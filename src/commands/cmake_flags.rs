@@ -384,7 +384,7 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
                 None => plan.groups.iter().collect(),
             };
             if groups.len() > 1 {
-                eprintln!(
+                crate::neutral::eprintln(&format!(
                     "gpuprobe: note: {} build groups, one line each ({}); pick one with --group",
                     groups.len(),
                     groups
@@ -392,7 +392,7 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
                         .map(|g| g.name.as_str())
                         .collect::<Vec<_>>()
                         .join(", ")
-                );
+                ));
             }
             let lines = groups
                 .iter()

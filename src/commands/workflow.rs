@@ -27,18 +27,18 @@ pub fn run(a: &WorkflowArgs) -> Result<i32> {
             .iter()
             .map(|p| p.display().to_string())
             .collect();
-        eprintln!(
+        crate::neutral::eprintln(&format!(
             "gpuprobe: note: user quirk files are part of this plan ({}); a CI job that runs `--check` needs the same files",
             files.join(", ")
-        );
+        ));
     }
     let built = build(&k, a)?;
     for w in &built.warnings {
-        eprintln!("gpuprobe: warning: {w}");
+        crate::neutral::eprintln(&format!("gpuprobe: warning: {w}"));
     }
     if !built.refusals.is_empty() {
         for r in &built.refusals {
-            eprintln!("gpuprobe: refused: {r}");
+            crate::neutral::eprintln(&format!("gpuprobe: refused: {r}"));
         }
         return Ok(exit::PROBLEM);
     }
@@ -48,7 +48,7 @@ pub fn run(a: &WorkflowArgs) -> Result<i32> {
     }
     if let Some(path) = &a.output {
         crate::files::write_atomic(path, text.as_bytes(), "--output")?;
-        eprintln!("gpuprobe: wrote {}", path.display());
+        crate::neutral::eprintln(&format!("gpuprobe: wrote {}", path.display()));
         return Ok(exit::OK);
     }
     print(&text)?;
@@ -118,10 +118,10 @@ fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
     }
     let build_number = a.llama_build.or(ref_build);
     if build_number.is_none() {
-        eprintln!(
+        crate::neutral::eprintln(&format!(
             "gpuprobe: note: --llama-ref {llama_ref} is not a bN tag and --llama-build is not given: options and quirks are taken for the newest known build ({}), and the built binary's build number is not checked",
             k.options.meta.newest_build
-        );
+        ));
     }
     let llama = llama_target(None, build_number, k)?;
     let docs = crate::evidence::load_all(&a.from)?;
@@ -563,7 +563,7 @@ fn check(path: &Path, text: &str) -> Result<i32> {
         }
     };
     if !missing && current == text {
-        eprintln!("gpuprobe: {} is up to date", path.display());
+        crate::neutral::eprintln(&format!("gpuprobe: {} is up to date", path.display()));
         return Ok(exit::OK);
     }
     let name = path.display().to_string();
@@ -575,13 +575,13 @@ fn check(path: &Path, text: &str) -> Result<i32> {
         3,
     ))?;
     if missing {
-        eprintln!(
+        crate::neutral::eprintln(&format!(
             "gpuprobe: {name} does not exist; write it with the same arguments and --output {name}"
-        );
+        ));
     } else {
-        eprintln!(
+        crate::neutral::eprintln(&format!(
             "gpuprobe: {name} is out of date; regenerate it with the same arguments and --output {name}"
-        );
+        ));
     }
     Ok(exit::PROBLEM)
 }

@@ -430,11 +430,11 @@ fn git(dir: &Path, args: &[&str]) -> Option<String> {
         Ok(out) if out.status.success() => Some(out.stdout),
         Ok(_) | Err(crate::process::RunError::Spawn(_)) => None,
         Err(e) => {
-            eprintln!(
+            crate::neutral::eprintln(&format!(
                 "gpuprobe: note: `git {}` in {} {e}",
                 args.join(" "),
                 crate::neutral::inline(&dir.display().to_string())
-            );
+            ));
             None
         }
     }

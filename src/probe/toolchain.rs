@@ -47,11 +47,11 @@ fn output(cmd: &Path, args: &[&str]) -> Option<String> {
         Ok(out) => Some(out.stdout + &out.stderr),
         Err(e) => {
             // The caller goes on without a version; say why, once, on stderr.
-            eprintln!(
+            crate::neutral::eprintln(&format!(
                 "gpuprobe: note: `{} {}` {e}; its version is unknown (give --cuda/--rocm VER instead)",
                 crate::neutral::inline(&cmd.display().to_string()),
                 args.join(" ")
-            );
+            ));
             None
         }
     }

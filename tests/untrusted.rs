@@ -559,6 +559,40 @@ fn a_fifo_or_device_as_report_or_quirk_file_is_refused_without_waiting() {
 }
 
 #[test]
+fn a_fifo_in_sysfs_does_not_hang_detection() {
+    let sb = Sandbox::new();
+    let root = sb.path("sysfs");
+    let copy = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(manifest().join(R9700))
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(copy.success());
+    let name = root.join("sys/class/drm/renderD128/device/product_name");
+    std::fs::remove_file(&name).unwrap();
+    sb.mkfifo("sysfs/sys/class/drm/renderD128/device/product_name");
+    let props = root.join("sys/class/kfd/kfd/topology/nodes/2/properties");
+    std::fs::remove_file(&props).unwrap();
+    sb.mkfifo("sysfs/sys/class/kfd/kfd/topology/nodes/2/properties");
+    let t = Instant::now();
+    let out = gp()
+        .timeout(Duration::from_secs(30))
+        .args(["detect", "--backend", "hip", "--no-smoke", "--json"])
+        .env("GPUPROBE_SYSFS_ROOT", &root)
+        .env("GPUPROBE_LIBCUDA", "/nonexistent/libcuda.so.1")
+        .env("PATH", "/usr/bin:/bin")
+        .env("ROCM_PATH", sb.path("no-rocm"))
+        .env("HIP_PATH", sb.path("no-rocm"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(t.elapsed() < Duration::from_secs(20));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!r["devices"].as_array().unwrap().is_empty(), "{r:#}");
+}
+
+#[test]
 fn an_input_over_the_limit_is_refused_naming_it() {
     let sb = Sandbox::new();
     let big = sb.path("big.json");

@@ -615,3 +615,107 @@ proptest! {
         }
     }
 }
+
+// ---- the workflow template's value boundary ---------------------------------------------------------
+
+/// A workflow whose every string from outside gpuprobe's own template is `s`, except the two
+/// that sit inside plain YAML scalars (`llama_ref`, `install.version`): those are validated where
+/// they are parsed (`--llama-ref`, `--cuda`/`--rocm`), and `plain` gives them.
+fn workflow_with(s: &str, plain: &str) -> gpuprobe::emit::workflow::Workflow {
+    use gpuprobe::emit::workflow::{self as wf, Entry, Job, ToolVersion, Workflow};
+    let mut install = wf::install(
+        gpuprobe::report::Backend::Cuda,
+        Os::Linux,
+        &ToolVersion::parse("--cuda", "12.8").unwrap(),
+    )
+    .unwrap();
+    install.version = plain.to_string();
+    install.comment = vec![s.to_string()];
+    for v in &mut install.env {
+        v.value = s.to_string();
+    }
+    let entry = Entry {
+        group: s.to_string(),
+        targets: s.to_string(),
+        cmake_args: s.to_string(),
+        vmm_flag: s.to_string(),
+        expect_no_vmm: s.to_string(),
+        artifact: s.to_string(),
+        comment: vec![s.to_string()],
+    };
+    Workflow {
+        name: s.to_string(),
+        header: vec![s.to_string(), String::new()],
+        backend: "cuda",
+        llama_repository: s.to_string(),
+        llama_ref: plain.to_string(),
+        expected_build: s.to_string(),
+        jobs: vec![Job {
+            id: "linux",
+            runner: s.to_string(),
+            runner_comment: vec![s.to_string()],
+            container: Some(s.to_string()),
+            install,
+            cli_needs: "",
+            entries: vec![entry.clone(), entry],
+        }],
+    }
+}
+
+proptest! {
+    #![proptest_config(config(128))]
+
+    #[test]
+    fn hostile_workflow_values_add_no_line_and_no_expression(s in hostile(), plain in hostile()) {
+        // Never empty: an empty container or comment drops lines by the template's own logic.
+        let (s, plain) = (format!("x{s}"), format!("x{plain}"));
+        let benign = gpuprobe::emit::workflow::render(&workflow_with("x", "x")).unwrap();
+        let text = gpuprobe::emit::workflow::render(&workflow_with(&s, &plain)).unwrap();
+        prop_assert_eq!(text.lines().count(), benign.lines().count(), "{}", text);
+        prop_assert!(!text.chars().any(|c| c != '\n' && neutral::is_hostile(c)));
+        let own = |t: &str| t.replace("${{ '${{' }}", "").matches("${{").count();
+        prop_assert_eq!(own(&text), own(&benign));
+    }
+}
+
+/// The values really are what YAML reads back (PyYAML, which the test script installs).
+#[test]
+fn hostile_workflow_values_read_back_as_themselves() {
+    for s in [
+        "a\nb: c",
+        "x\" # y",
+        "'; echo pwned",
+        "${{ secrets.GITHUB_TOKEN }}",
+        "\u{1b}[2J\u{2028}\u{85}end",
+        "- item",
+        "*anchor &a !tag |",
+    ] {
+        let text = gpuprobe::emit::workflow::render(&workflow_with(s, "b1234")).unwrap();
+        let out = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import json, sys, yaml; d = yaml.safe_load(sys.stdin); \
+                 e = d['jobs']['linux']['strategy']['matrix']['include'][0]; \
+                 print(json.dumps([d['name'], d['jobs']['linux']['runs-on'], e['group'], e['cmake_args']]))",
+            ])
+            .stdin({
+                let mut f = tempfile::tempfile().unwrap();
+                use std::io::{Seek, Write};
+                f.write_all(text.as_bytes()).unwrap();
+                f.rewind().unwrap();
+                f
+            })
+            .output()
+            .expect("python3 with PyYAML (scripts/test.sh installs python3-yaml)");
+        assert!(
+            out.status.success(),
+            "{}\n{text}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+        for g in &got {
+            // GitHub then evaluates each `${{ '${{' }}` to the literal `${{`.
+            assert_eq!(&g.replace("${{ '${{' }}", "${{"), s, "{text}");
+        }
+    }
+}

@@ -412,6 +412,8 @@ pub fn render(w: &Workflow) -> Result<String> {
     env.set_auto_escape_callback(|_| AutoEscape::None);
     // The value boundary: every `{{{ value }}}` is one line with no GitHub expression in it
     // (neutral::yaml_text), unless it was made safe by `q`, `uses` or the template (`| safe`).
+    // Values printed unquoted inside a plain scalar (the ref in a step name, a toolkit version)
+    // must also be validated where they are parsed: `: ` or ` #` would still end such a scalar.
     env.set_formatter(|out, _state, value| {
         let text = if value.is_safe() {
             value.to_string()

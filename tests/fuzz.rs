@@ -195,6 +195,7 @@ fn request(devices: Devices<'_>) -> Request<'_> {
         os: Os::Linux,
         env_set: Vec::new(),
         force_no_vmm: false,
+        evidence: gpuprobe::evidence::Evidence::default(),
     }
 }
 
@@ -439,19 +440,31 @@ fn edit() -> impl Strategy<Value = Edit> {
     ]
 }
 
+fn device(v: &mut Value, i: usize) -> Option<&mut serde_json::Map<String, Value>> {
+    v.get_mut("devices")?.get_mut(i)?.as_object_mut()
+}
+
+/// Applies an edit where its target is an object (an earlier edit may have replaced it).
 fn apply(v: &mut Value, e: &Edit) {
     match e {
         Edit::Device(i, f, x) => {
-            if let Some(d) = v["devices"].get_mut(*i) {
-                d[*f] = x.clone();
+            if let Some(d) = device(v, *i) {
+                d.insert(f.to_string(), x.clone());
             }
         }
         Edit::Smoke(i, f, x) => {
-            if let Some(d) = v["devices"].get_mut(*i) {
-                d["smoke"][*f] = x.clone();
+            if let Some(s) = device(v, *i)
+                .and_then(|d| d.get_mut("smoke"))
+                .and_then(Value::as_object_mut)
+            {
+                s.insert(f.to_string(), x.clone());
             }
         }
-        Edit::Top(f, x) => v[*f] = x.clone(),
+        Edit::Top(f, x) => {
+            if let Some(o) = v.as_object_mut() {
+                o.insert(f.to_string(), x.clone());
+            }
+        }
     }
 }
 

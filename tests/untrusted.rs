@@ -606,7 +606,22 @@ fn an_input_over_the_limit_is_refused_naming_it() {
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(
-        err.contains("big.json") && err.contains("larger than 64 MiB"),
+        err.contains("big.json") && err.contains("is larger than") && err.contains("the limit"),
+        "{err}"
+    );
+    // A quirk file too: it is read whole, so it has a limit of its own.
+    std::fs::create_dir_all(sb.path("quirks")).unwrap();
+    let f = std::fs::File::create(sb.path("quirks/big.toml")).unwrap();
+    f.set_len((64 << 20) + 1).unwrap();
+    let out = gp()
+        .args(["quirks", "list"])
+        .env("GPUPROBE_QUIRKS_DIR", sb.path("quirks"))
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("big.toml") && err.contains("larger than 64 MiB"),
         "{err}"
     );
 }

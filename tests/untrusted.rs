@@ -595,21 +595,7 @@ fn a_fifo_in_sysfs_does_not_hang_detection() {
 #[test]
 fn an_input_over_the_limit_is_refused_naming_it() {
     let sb = Sandbox::new();
-    let big = sb.path("big.json");
-    let f = std::fs::File::create(&big).unwrap();
-    f.set_len((64 << 20) + 1).unwrap();
-    let out = gp()
-        .args(["cmake-flags", "--toolchain", "none", "--from"])
-        .arg(&big)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = stderr(&out);
-    assert!(
-        err.contains("big.json") && err.contains("is larger than") && err.contains("the limit"),
-        "{err}"
-    );
-    // A quirk file too: it is read whole, so it has a limit of its own.
+    // A quirk file is read whole, so it has a limit of its own (64 MiB).
     std::fs::create_dir_all(sb.path("quirks")).unwrap();
     let f = std::fs::File::create(sb.path("quirks/big.toml")).unwrap();
     f.set_len((64 << 20) + 1).unwrap();
@@ -622,6 +608,21 @@ fn an_input_over_the_limit_is_refused_naming_it() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
         err.contains("big.toml") && err.contains("larger than 64 MiB"),
+        "{err}"
+    );
+    // A `--from` document (8 MiB).
+    let big = sb.path("big.json");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len((64 << 20) + 1).unwrap();
+    let out = gp()
+        .args(["cmake-flags", "--toolchain", "none", "--from"])
+        .arg(&big)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("big.json") && err.contains("is larger than") && err.contains("the limit"),
         "{err}"
     );
 }

@@ -105,8 +105,9 @@ fn check_strings(v: &Value, path: &mut String, origin: &str) -> Result<()> {
     Ok(())
 }
 
-/// The checks serde cannot make. See the module comment.
-pub fn validate(r: &Report, origin: &str) -> Result<()> {
+/// A report to plan for must list a GPU. A report without one (what `detect --json` writes on a
+/// machine without a GPU) is still a valid report, with facts about the machine, for check-build.
+pub fn require_devices(r: &Report, origin: &str) -> Result<()> {
     if r.devices.is_empty() {
         let backends: Vec<String> = r
             .backends
@@ -126,6 +127,11 @@ pub fn validate(r: &Report, origin: &str) -> Result<()> {
             "run `gpuprobe detect --json` on the machine with the GPUs, or plan without a report: --targets gfx1100,gfx120X (or sm_86,sm_90)",
         ));
     }
+    Ok(())
+}
+
+/// The checks serde cannot make. See the module comment.
+pub fn validate(r: &Report, origin: &str) -> Result<()> {
     let mut seen = std::collections::BTreeSet::new();
     for (i, d) in r.devices.iter().enumerate() {
         let at = |field: &str| format!("device entry {i} (index {}), field `{field}`", d.index);
@@ -341,10 +347,6 @@ mod tests {
                 "3 of 200 cycles",
             ),
             (
-                Box::new(|v| v["devices"] = Value::Array(vec![])),
-                "lists no GPU",
-            ),
-            (
                 Box::new(|v| v["host"]["os"] = "linux\u{1b}[2J".into()),
                 "field `host.os`",
             ),
@@ -355,6 +357,18 @@ mod tests {
             assert!(e.to_string().contains(want), "want {want:?} in: {e}");
             assert!(e.to_string().starts_with("r.json"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_report_without_devices_is_valid_but_nothing_to_plan_for() {
+        let r = edited(|v| {
+            v["devices"] = Value::Array(vec![]);
+            v["peers"] = Value::Array(vec![]);
+        })
+        .unwrap();
+        let e = require_devices(&r, "r.json").unwrap_err();
+        assert!(e.to_string().contains("lists no GPU"), "{e}");
+        assert_eq!(e.exit_code(), crate::error::exit::USAGE);
     }
 
     #[test]

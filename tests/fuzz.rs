@@ -481,7 +481,6 @@ proptest! {
             return Ok(());
         };
         // Accepted: every string is free of control characters (the captured stderr aside).
-        prop_assert!(!report.devices.is_empty());
         for d in &report.devices {
             prop_assert!(!d.arch.chars().any(neutral::is_hostile));
             prop_assert!(d.arch == "unknown" || gpuprobe::targets::vendor_of_name(&d.arch) == Some(d.vendor));

@@ -277,6 +277,12 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
     } else if let Some(list) = &a.machine {
         Devices::Machine(machine_gpus(&k, list)?)
     } else if let [one] = reports.as_slice() {
+        let origin = docs
+            .iter()
+            .find(|(_, d)| matches!(d, Document::Report(_)))
+            .map(|(p, _)| p.display().to_string())
+            .unwrap_or_else(|| "--from".into());
+        crate::report_file::require_devices(one, &origin)?;
         Devices::Measured {
             report: one,
             mode: Mode::Report,

@@ -733,7 +733,7 @@ mod tests {
 
     #[test]
     fn printable_escapes_control_characters() {
-        assert_eq!(printable("ok\x1b[31mred\r\tx"), "ok\\u{1b}[31mred\\u{d}\tx");
+        assert_eq!(printable("ok\x1b[31mred\r\tx"), "ok\\x1b[31mred\\r\\tx");
     }
 
     #[test]

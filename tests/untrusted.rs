@@ -889,7 +889,25 @@ fn a_probe_that_said_done_and_exited_is_complete_though_a_grandchild_holds_its_p
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(r["devices"][0]["smoke"]["outcome"], "pass", "{r:#}");
+    // A clean run of 3 cycles is `partial` (fewer than a full run), never a `hang`.
+    let outcome = r["devices"][0]["smoke"]["outcome"].as_str().unwrap_or("");
+    assert!(outcome == "partial" || outcome == "pass", "{r:#}");
+    // What detect wrote reads back through the report checks.
+    let saved = sb.write("detected.json", &stdout(&out));
+    let plan = sb
+        .probing(&probe)
+        .args([
+            "cmake-flags",
+            "--toolchain",
+            "none",
+            "--format",
+            "json",
+            "--from",
+        ])
+        .arg(&saved)
+        .output()
+        .unwrap();
+    assert!(plan.status.success(), "{}", stderr(&plan));
     std::thread::sleep(Duration::from_millis(300));
     assert!(
         !alive(&format!("sleep {token}")),

@@ -1161,3 +1161,16 @@ fn escape_sequences_from_sysfs_probes_and_logs_never_reach_the_terminal() {
         stdout(&out)
     );
 }
+
+#[test]
+fn a_child_finished_before_its_deadline_is_not_a_hang_however_late_it_is_collected() {
+    use gpuprobe::probe::orchestrator::{Exit, spawn};
+    let mut cmd = std::process::Command::new("/bin/sh");
+    cmd.arg("-c").arg("echo '{\"event\":\"done\"}'");
+    let running = spawn(cmd, Duration::from_millis(100)).unwrap();
+    // Collected well after its deadline, as when another child was waited for first.
+    std::thread::sleep(Duration::from_millis(600));
+    let out = running.finish();
+    assert_eq!(out.exit, Exit::Code(0));
+    assert!(out.complete(), "{:?}", out.events);
+}

@@ -227,18 +227,35 @@ impl Running {
             if exited_at.is_some_and(|t| now >= t + crate::process::PIPE_GRACE) {
                 break;
             }
-            let left = self.deadline.saturating_duration_since(now);
-            if left.is_zero() {
-                timed_out = exited_at.is_none();
-                break;
+            // A child that is still running and still talking past its deadline is hung too
+            // (one that already exited is not, however late this is called).
+            if exited_at.is_none() && now >= self.deadline + crate::process::PIPE_GRACE {
+                if matches!(self.child.try_wait(), Ok(Some(_))) {
+                    exited_at = Some(now);
+                    crate::process::kill_group(self.child.id());
+                } else {
+                    timed_out = true;
+                    break;
+                }
             }
-            match self.rx.recv_timeout(left.min(Duration::from_millis(20))) {
+            let left = self.deadline.saturating_duration_since(now);
+            // Past the deadline, what is already queued is still read (this child may be
+            // finished while another one was waited for).
+            let wait = if left.is_zero() && exited_at.is_some() {
+                Duration::from_millis(20)
+            } else {
+                left.min(Duration::from_millis(20))
+            };
+            match self.rx.recv_timeout(wait) {
                 Ok(m) => self.take(m),
                 Err(RecvTimeoutError::Timeout) => {
                     if exited_at.is_none() && matches!(self.child.try_wait(), Ok(Some(_))) {
                         exited_at = Some(Instant::now());
                         // Grandchildren still in the group go now; their pipe ends close.
                         crate::process::kill_group(self.child.id());
+                    } else if left.is_zero() && exited_at.is_none() {
+                        timed_out = true;
+                        break;
                     }
                 }
                 Err(RecvTimeoutError::Disconnected) => self.eof = true,

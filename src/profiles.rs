@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 
+use crate::check_build::signatures::SignatureTable;
 use crate::error::{Error, Result};
 use crate::llama::options::OptionTable;
 use crate::quirks::{Quirk, QuirkFile};
@@ -14,6 +15,7 @@ use crate::targets::TargetTable;
 pub const BUNDLED_QUIRKS: &str = include_str!("../profiles/quirks.toml");
 pub const BUNDLED_TARGETS: &str = include_str!("../profiles/targets.toml");
 pub const BUNDLED_OPTIONS: &str = include_str!("../profiles/llama-options.toml");
+pub const BUNDLED_SIGNATURES: &str = include_str!("../profiles/log-signatures.toml");
 
 /// Environment variable naming extra quirk directories (`:`-separated), merged over the bundled ones.
 pub const QUIRKS_ENV: &str = "GPUPROBE_QUIRKS_DIR";
@@ -24,6 +26,8 @@ pub struct Knowledge {
     pub quirks: Vec<Quirk>,
     pub targets: TargetTable,
     pub options: OptionTable,
+    /// Failure signatures in llama.cpp and kernel logs (check-build).
+    pub signatures: SignatureTable,
     /// Where user quirks came from, for `--explain`.
     pub user_quirk_files: Vec<PathBuf>,
 }
@@ -43,10 +47,16 @@ impl Knowledge {
         quirks.validate(BUNDLED_QUIRKS, "profiles/quirks.toml")?;
         let targets = bundled_targets()?;
         let options: OptionTable = parse_toml(BUNDLED_OPTIONS, "profiles/llama-options.toml")?;
+        let signatures = SignatureTable::load(
+            BUNDLED_SIGNATURES,
+            "profiles/log-signatures.toml",
+            &quirks.quirk,
+        )?;
         Ok(Knowledge {
             quirks: quirks.quirk,
             targets,
             options,
+            signatures,
             user_quirk_files: Vec::new(),
         })
     }

@@ -3,24 +3,26 @@
 //! architectures against the devices, the build number against known fixes, and every quirk
 //! record that applies at run time.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use super::attribute::{self, Scene, Subject};
+use super::corpus::{Corpus, Quote};
 use super::parse::{BuildFacts, CUDA_FAMILY, DeviceLine};
+use super::signatures::Hit;
 use crate::emit::sh_quote;
 use crate::llama::LlamaTarget;
 use crate::plan::{Group, Mode, Plan};
 use crate::profiles::Knowledge;
-use crate::quirks::{Context, Os, Quirk, Severity, Tri};
-use crate::report::{Backend, Device, Report, SmokeOutcome, Vendor};
+use crate::quirks::{Os, Severity};
+use crate::report::{Backend, Device, Report, SmokeOutcome};
 use crate::resolve::{Devices, Request, resolve};
-use crate::version::Version;
 
 /// First build with #23907 ("reserve space for quantize kv-cache at startup", `f8f0a47a5`):
 /// flash attention's K/V conversion buffers no longer grow the legacy pool (llama-cpp.md §4.3).
 /// Quirk Q2 names it in its advice; its build range is not a match condition there.
 pub const FA_RESERVE_BUILD: u64 = 9489;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Level {
     /// Good to know; not a problem.
@@ -61,11 +63,20 @@ pub struct Finding {
     pub reason: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
+    /// The `-DNAME=VALUE` flags the fix asks for; each is in the plan's line for these devices.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<String>,
+    /// The `NAME=VALUE` runtime variables the fix asks to export.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub quirks: Vec<String>,
     /// The devices concerned (`CUDA0 NVIDIA H200`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<String>,
+    /// The input lines it rests on.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<Quote>,
 }
 
 impl Finding {
@@ -81,9 +92,30 @@ impl Finding {
             title: title.into(),
             reason: reason.into(),
             fix: None,
+            flags: Vec::new(),
+            env: Vec::new(),
             quirks: Vec::new(),
             devices: Vec::new(),
+            evidence: Vec::new(),
         }
+    }
+    /// Records the flags the fix asks for, keeping only those in `g`'s line: a finding never asks
+    /// for a flag that the plan it quotes does not have.
+    pub fn asks(mut self, g: &PlanGroup, flags: impl IntoIterator<Item = String>) -> Self {
+        for fl in flags {
+            if g.cmake_args.contains(&fl) && !self.flags.contains(&fl) {
+                self.flags.push(fl);
+            }
+        }
+        self
+    }
+    pub fn evidence(mut self, quotes: impl IntoIterator<Item = Quote>) -> Self {
+        for q in quotes {
+            if !self.evidence.contains(&q) {
+                self.evidence.push(q);
+            }
+        }
+        self
     }
     pub fn fix(mut self, fix: impl Into<String>) -> Self {
         self.fix = Some(fix.into());
@@ -130,6 +162,12 @@ pub struct Input<'a> {
     pub env_set: Vec<String>,
     /// How to get the commented build script, e.g. `gpuprobe cmake-flags --llama-build 11434`.
     pub script_hint: String,
+    /// The text judged, for quoting.
+    pub corpus: &'a Corpus,
+    /// The signatures found in it.
+    pub hits: &'a [Hit],
+    /// The folder of the binary examined (for the `--exercise` command in fixes).
+    pub binary_dir: Option<String>,
 }
 
 /// What the resolver would build for this machine (or for the build's own devices).
@@ -275,16 +313,6 @@ fn summarise(plan: &Plan) -> PlanSummary {
             })
             .collect(),
     }
-}
-
-/// One place a quirk is evaluated: a machine device, or a device the build listed.
-struct Subject {
-    label: String,
-    vendor: Vendor,
-    arch: String,
-    apu: Option<bool>,
-    smoke: Option<String>,
-    driver: Option<Version>,
 }
 
 pub fn judge(input: &Input<'_>) -> Judgement {
@@ -468,7 +496,7 @@ pub fn judge(input: &Input<'_>) -> Judgement {
         source: input.build.source.clone(),
         checkout: None,
     };
-    let plan: Option<Plan> = backend.and_then(|b| {
+    let mut plan: Option<Plan> = backend.and_then(|b| {
         let devices = match input.machine.as_ref() {
             Some(m) if !ours.is_empty() => Devices::Measured {
                 report: m.report,
@@ -510,7 +538,6 @@ pub fn judge(input: &Input<'_>) -> Judgement {
         };
         resolve(k, &req).ok()
     });
-    let summary = plan.as_ref().map(summarise);
 
     // Subjects for quirk matching and architecture checks.
     let subjects: Vec<Subject> = if !ours.is_empty() {
@@ -519,11 +546,16 @@ pub fn judge(input: &Input<'_>) -> Judgement {
                 label: label_machine(d),
                 vendor: d.vendor,
                 arch: d.arch.clone(),
+                index: Some(d.index),
                 apu: d
                     .integrated
                     .or_else(|| k.targets.get(&d.arch).map(|t| t.apu)),
                 smoke: Some(smoke_word(d).to_string()),
                 driver: d.driver_version.as_deref().and_then(|v| v.parse().ok()),
+                line: backend_name
+                    .as_deref()
+                    .and_then(|n| build_line_for(f, n, d))
+                    .map(|l| l.line.clone()),
             })
             .collect()
     } else {
@@ -536,6 +568,7 @@ pub fn judge(input: &Input<'_>) -> Judgement {
                     label: label_build(d),
                     vendor: b.vendor(),
                     arch: d.arch.clone()?,
+                    index: Some(d.index),
                     apu: d
                         .arch
                         .as_deref()
@@ -543,6 +576,7 @@ pub fn judge(input: &Input<'_>) -> Judgement {
                         .map(|t| t.apu),
                     smoke: None,
                     driver: None,
+                    line: Some(d.line.clone()),
                 })
             })
             .collect()
@@ -551,6 +585,12 @@ pub fn judge(input: &Input<'_>) -> Judgement {
     // ---- VMM ------------------------------------------------------------------------------------
     // A device listed with `VMM: no` that this machine's probe reports as VMM-capable means the
     // pool was compiled out (llama.cpp asks the same attribute).
+    let mut vmm_quotes: Vec<Quote> = Vec::new();
+    if let Some(r) = f.cuda_registry() {
+        vmm_quotes.extend(input.corpus.find(&r.line));
+    } else if let Some(d) = f.devices.iter().find(|d| d.vmm.is_some()) {
+        vmm_quotes.extend(input.corpus.find(&d.line));
+    }
     if compiled.is_none()
         && let Some(name) = backend_name.as_deref()
     {
@@ -569,10 +609,106 @@ pub fn judge(input: &Input<'_>) -> Judgement {
                         .as_ref()
                         .map_or("the probe", |m| m.label.as_str())
                 );
+                vmm_quotes = input.corpus.find(&line.line).into_iter().collect();
                 break;
             }
         }
     }
+    // What the failures in the input prove: the pool (a legacy-pool OOM), a minimum build (a
+    // flush line). A build that says it itself wins over a hit.
+    let mut min_build: Option<u64> = None;
+    for h in input.hits {
+        let row = &k.signatures.rows[h.row].spec;
+        if compiled.is_none()
+            && let Some(v) = row.implies.vmm_build
+        {
+            compiled = Some(v);
+            evidence = format!(
+                "the log shows {} (`{}`), which only a build {} the VMM pool prints",
+                row.title,
+                h.quotes.first().map(|q| q.text.as_str()).unwrap_or(""),
+                if v { "with" } else { "without" }
+            );
+            vmm_quotes = h.quotes.iter().take(3).cloned().collect();
+        }
+        if let Some(m) = row.implies.min_build {
+            min_build = Some(min_build.map_or(m, |x: u64| x.max(m)));
+        }
+    }
+    let multi_gpu = {
+        let used: Vec<&super::parse::RunDevice> = f
+            .run_devices
+            .iter()
+            .filter(|d| backend_name.as_deref() == Some(d.backend.as_str()))
+            .collect();
+        let listed = f
+            .devices
+            .iter()
+            .filter(|d| backend_name.as_deref() == Some(d.backend.as_str()))
+            .count()
+            .max(ours.len());
+        match (used.len(), listed) {
+            (n, _) if n >= 2 => Some(true),
+            (1, _) => Some(false),
+            (0, l) if l <= 1 && !subjects.is_empty() => Some(false),
+            _ => None,
+        }
+    };
+    let run_quotes: Vec<Quote> = if multi_gpu == Some(true) {
+        f.run_devices
+            .iter()
+            .filter(|d| backend_name.as_deref() == Some(d.backend.as_str()))
+            .filter_map(|d| input.corpus.find(&d.line))
+            .take(4)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let machine = input.machine.as_ref().map(|m| m.report);
+    let uma_set = input
+        .env_set
+        .iter()
+        .any(|e| e == "GGML_CUDA_ENABLE_UNIFIED_MEMORY");
+    let plan_uma = plan.as_ref().is_some_and(|p| {
+        p.groups.iter().any(|g| {
+            g.env
+                .iter()
+                .any(|e| e.name == "GGML_CUDA_ENABLE_UNIFIED_MEMORY")
+        })
+    });
+    let scene = Scene {
+        input,
+        backend,
+        runtime: plan
+            .as_ref()
+            .and_then(|p| p.toolkit.version.as_deref())
+            .and_then(|v| v.parse().ok()),
+        vmm_build: compiled,
+        vmm_quotes,
+        multi_gpu,
+        run_quotes,
+        igpu_with_dgpu: {
+            let apus: Vec<Option<bool>> = subjects.iter().map(|s| s.apu).collect();
+            if apus.iter().any(|a| a.is_none()) {
+                None
+            } else {
+                Some(apus.contains(&Some(true)) && apus.contains(&Some(false)))
+            }
+        },
+        peer_problem: machine.map(|r| {
+            r.peers
+                .iter()
+                .any(|p| p.can_access == Some(false) || p.copy_ok == Some(false))
+        }),
+        uma: uma_set || plan_uma,
+        min_build,
+        subjects,
+    };
+    if let Some(p) = plan.as_mut() {
+        attribute::adjust_plan(&scene, p, &llama);
+    }
+    let summary = plan.as_ref().map(summarise);
+
     let mut vmm_finding_cites_q2 = false;
     if let (Some(b), Some(name)) = (backend, backend_name.as_deref()) {
         judge_vmm(
@@ -583,6 +719,7 @@ pub fn judge(input: &Input<'_>) -> Judgement {
             plan.as_ref(),
             compiled,
             &evidence,
+            &scene.vmm_quotes,
             &mut out,
             &mut vmm_finding_cites_q2,
         );
@@ -590,10 +727,19 @@ pub fn judge(input: &Input<'_>) -> Judgement {
 
     // ---- CUDA architectures -----------------------------------------------------------------------
     if backend == Some(Backend::Cuda) {
-        judge_archs(input, &subjects, summary.as_ref(), &mut out);
+        judge_archs(input, &scene.subjects, summary.as_ref(), &mut out);
     } else if backend == Some(Backend::Hip) {
-        let archs: Vec<String> = dedup(subjects.iter().map(|s| s.arch.clone()));
-        out.push(Finding::new(
+        let archs: Vec<String> = dedup(scene.subjects.iter().map(|s| s.arch.clone()));
+        let targets = summary
+            .as_ref()
+            .and_then(|p| p.groups.first())
+            .and_then(|g| {
+                g.cmake_args
+                    .iter()
+                    .find(|a| a.starts_with("-DGPU_TARGETS=") || a.starts_with("-DAMDGPU_TARGETS="))
+            })
+            .cloned();
+        let mut finding = Finding::new(
             "archs-not-visible",
             Level::Info,
             "HIP builds do not print their GPU targets",
@@ -601,20 +747,25 @@ pub fn judge(input: &Input<'_>) -> Judgement {
                 "system_info has no ARCHS for ROCm, so gpuprobe cannot check that {} is in the build's GPU_TARGETS; a missing target fails only when the first kernel runs (`invalid device function`)",
                 if archs.is_empty() { "this machine's architecture".to_string() } else { archs.join(", ") }
             ),
-        ).fix("build with explicit -DGPU_TARGETS for every GPU that will run it (gpuprobe cmake-flags does); an iGPU that is not targeted can be hidden with HIP_VISIBLE_DEVICES"));
+        )
+        .evidence(scene.subjects.iter().filter_map(|s| s.line.as_deref().and_then(|l| input.corpus.find(l))));
+        match targets {
+            Some(t) => {
+                finding = finding.fix(format!("build with explicit GPU targets for every GPU that will run it, as the plan does ({t}); an iGPU that is not targeted can be hidden with HIP_VISIBLE_DEVICES"));
+                finding.flags = vec![t];
+            }
+            None => finding = finding.fix("build with explicit GPU targets for every GPU that will run it (gpuprobe cmake-flags does); an iGPU that is not targeted can be hidden with HIP_VISIBLE_DEVICES"),
+        }
+        out.push(finding);
     }
 
-    // ---- peer copies --------------------------------------------------------------------------------
-    // (Checked with the quirks below: a quirk that sets GGML_CUDA_NO_PEER_COPY is compared with
-    // the build's NO_PEER_COPY feature.)
-
-    // ---- quirks ---------------------------------------------------------------------------------------
-    if backend.is_some() && !subjects.is_empty() {
-        judge_quirks(
-            input,
-            compiled,
-            &subjects,
-            plan.as_ref(),
+    // ---- failures the input shows, and quirks whose conditions it meets ------------------------------
+    let attributed = attribute::symptom_findings(&scene, summary.as_ref(), &mut out);
+    if backend.is_some() && !scene.subjects.is_empty() {
+        attribute::condition_findings(
+            &scene,
+            summary.as_ref(),
+            &attributed,
             vmm_finding_cites_q2,
             &mut out,
         );
@@ -697,6 +848,32 @@ fn dedup<T: PartialEq>(it: impl Iterator<Item = T>) -> Vec<T> {
 
 #[allow(clippy::too_many_arguments)]
 fn judge_vmm(
+    input: &Input<'_>,
+    b: Backend,
+    name: &str,
+    ours: &[&Device],
+    plan: Option<&Plan>,
+    compiled: Option<bool>,
+    evidence: &str,
+    quotes: &[Quote],
+    out: &mut Vec<Finding>,
+    cites_q2: &mut bool,
+) {
+    let start = out.len();
+    judge_vmm_inner(
+        input, b, name, ours, plan, compiled, evidence, out, cites_q2,
+    );
+    for f in &mut out[start..] {
+        for q in quotes {
+            if !f.evidence.contains(q) {
+                f.evidence.push(q.clone());
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn judge_vmm_inner(
     input: &Input<'_>,
     b: Backend,
     name: &str,
@@ -790,6 +967,7 @@ fn judge_vmm(
                         ),
                     )
                     .fix(rebuild_command(pg, &input.script_hint))
+                    .asks(pg, [format!("-D{vmm_flag}=OFF")])
                     .quirks(["Q2".to_string()])
                     .quirks(flag_quirks)
                     .devices(labels),
@@ -839,14 +1017,6 @@ fn judge_vmm(
                         format!("{evidence}, but VMM is not safe here: {reason}"),
                     )
                 };
-                let rebuild = if level == Level::Info {
-                    None
-                } else {
-                    Some(format!(
-                        "rebuild with -D{vmm_flag}=ON; {}",
-                        rebuild_command(pg, &input.script_hint)
-                    ))
-                };
                 let mut f = Finding::new(
                     "vmm-unsafe",
                     level,
@@ -855,7 +1025,14 @@ fn judge_vmm(
                 )
                 .quirks(flag_quirks)
                 .devices(labels);
-                f.fix = rebuild;
+                if level != Level::Info {
+                    f = f
+                        .fix(format!(
+                            "rebuild without the VMM pool ({vmm_flag}=ON): {}",
+                            rebuild_command(pg, &input.script_hint)
+                        ))
+                        .asks(pg, [format!("-D{vmm_flag}=ON")]);
+                }
                 out.push(f);
             }
             (Some(c), v) if c == v => out.push(
@@ -902,6 +1079,37 @@ fn vmm_unknown(name: &str, input: &Input<'_>, evidence: &str) -> Finding {
 }
 
 fn judge_archs(
+    input: &Input<'_>,
+    subjects: &[Subject],
+    plan: Option<&PlanSummary>,
+    out: &mut Vec<Finding>,
+) {
+    let start = out.len();
+    judge_archs_inner(input, subjects, plan, out);
+    let registry = input
+        .facts
+        .registries
+        .iter()
+        .find(|r| r.name == "CUDA")
+        .and_then(|r| input.corpus.find(&r.line));
+    let group = plan.and_then(|p| p.groups.first());
+    for f in &mut out[start..] {
+        f.evidence.extend(registry.clone());
+        if f.id == "arch-missing"
+            && let Some(g) = group
+        {
+            let archs: Vec<String> = g
+                .cmake_args
+                .iter()
+                .filter(|a| a.starts_with("-DCMAKE_CUDA_ARCHITECTURES="))
+                .cloned()
+                .collect();
+            *f = std::mem::replace(f, Finding::new("", Level::Info, "", "")).asks(g, archs);
+        }
+    }
+}
+
+fn judge_archs_inner(
     input: &Input<'_>,
     subjects: &[Subject],
     plan: Option<&PlanSummary>,
@@ -996,223 +1204,6 @@ fn judge_archs(
             .devices(ok),
         );
     }
-}
-
-/// Observable counterparts of CMake flags that quirks may set.
-fn observable_feature(flag: &str) -> Option<&'static str> {
-    match flag {
-        "GGML_CUDA_NO_PEER_COPY" => Some("NO_PEER_COPY"),
-        "GGML_CUDA_FORCE_MMQ" => Some("FORCE_MMQ"),
-        "GGML_CUDA_FORCE_CUBLAS" => Some("FORCE_CUBLAS"),
-        _ => None,
-    }
-}
-
-fn judge_quirks(
-    input: &Input<'_>,
-    vmm_build: Option<bool>,
-    subjects: &[Subject],
-    plan: Option<&Plan>,
-    skip_legacy_advice: bool,
-    out: &mut Vec<Finding>,
-) {
-    let k = input.knowledge;
-    let f = input.facts;
-    let runtime: Option<Version> = plan
-        .and_then(|p| p.toolkit.version.as_deref())
-        .and_then(|v| v.parse().ok());
-    let machine = input.machine.as_ref().map(|m| m.report);
-    let multi_gpu = Some(subjects.len() > 1);
-    let igpu_with_dgpu = {
-        let apus: Vec<Option<bool>> = subjects.iter().map(|s| s.apu).collect();
-        if apus.iter().any(|a| a.is_none()) {
-            None
-        } else {
-            Some(apus.contains(&Some(true)) && apus.contains(&Some(false)))
-        }
-    };
-    let peer_problem = machine.map(|r| {
-        r.peers
-            .iter()
-            .any(|p| p.can_access == Some(false) || p.copy_ok == Some(false))
-    });
-    let uma_set = input
-        .env_set
-        .iter()
-        .any(|e| e == "GGML_CUDA_ENABLE_UNIFIED_MEMORY");
-    let plan_uma = plan.is_some_and(|p| {
-        p.groups.iter().any(|g| {
-            g.env
-                .iter()
-                .any(|e| e.name == "GGML_CUDA_ENABLE_UNIFIED_MEMORY")
-        })
-    });
-    for q in k.quirks.iter().filter(|q| !q.contested) {
-        let e = &q.effect;
-        // Build-machine quirks (runner choice) and pure background records say nothing about a
-        // finished build; VMM denials are judged against the plan above.
-        if e.runner.is_some() || e.vmm.is_some() {
-            continue;
-        }
-        if e.warn.is_none() && e.env.is_empty() && e.set.is_empty() && e.refuse.is_none() {
-            continue;
-        }
-        let legacy_advice = q.when.vmm_build == Some(false)
-            && q.when.llama_builds.is_none()
-            && e.env.is_empty()
-            && e.set.is_empty();
-        if legacy_advice && skip_legacy_advice {
-            continue;
-        }
-        let mut yes: Vec<String> = Vec::new();
-        let mut maybe: Vec<(String, Vec<String>)> = Vec::new();
-        for s in subjects {
-            let ctx = Context {
-                targets: &k.targets,
-                vendor: s.vendor,
-                arch: &s.arch,
-                os: Some(input.os),
-                runtime: runtime.as_ref(),
-                driver: s.driver.as_ref(),
-                llama_build: input.build.value,
-                apu: s.apu,
-                multi_gpu,
-                igpu_with_dgpu,
-                vmm_build,
-                uma: Some(uma_set || plan_uma),
-                peer_problem,
-                smoke: s.smoke.as_deref(),
-                env_set: &input.env_set,
-            };
-            let (verdict, why) = q.evaluate(&ctx);
-            match verdict {
-                Tri::Yes => yes.push(s.label.clone()),
-                Tri::Unknown => maybe.push((
-                    s.label.clone(),
-                    why.into_iter()
-                        .filter(|w| w.contains(": unknown"))
-                        .collect(),
-                )),
-                Tri::No => {}
-            }
-        }
-        if !yes.is_empty() {
-            out.push(quirk_finding(input, q, legacy_advice, yes, f));
-        } else if !maybe.is_empty() && (e.warn.is_some() || !e.env.is_empty()) {
-            let unknown: Vec<String> = dedup(maybe.iter().flat_map(|(_, w)| {
-                w.iter()
-                    .map(|s| s.split(" (").next().unwrap_or(s).replace(": unknown", ""))
-            }));
-            out.push(
-                Finding::new(
-                    &format!("quirk-{}", q.id),
-                    Level::Info,
-                    format!("{} may apply: {}", q.id, q.title),
-                    format!(
-                        "{} Whether it applies depends on what is not known here: {}.",
-                        q.summary,
-                        unknown.join(", ")
-                    ),
-                )
-                .quirks([q.id.clone()])
-                .devices(maybe.into_iter().map(|(l, _)| l)),
-            );
-        }
-    }
-}
-
-fn quirk_finding(
-    input: &Input<'_>,
-    q: &Quirk,
-    legacy_advice: bool,
-    devices: Vec<String>,
-    f: &BuildFacts,
-) -> Finding {
-    let e = &q.effect;
-    let mut level = Level::of(q.severity);
-    let mut reason = e.warn.clone().unwrap_or_else(|| q.summary.clone());
-    let mut fixes: Vec<String> = Vec::new();
-    if legacy_advice {
-        match input.build.value {
-            Some(b) if b < FA_RESERVE_BUILD => {
-                reason = format!(
-                    "{reason} This build ({b}) predates #23907 (build {FA_RESERVE_BUILD})."
-                );
-                level = level.max(Level::Warning);
-            }
-            Some(b) => {
-                reason =
-                    format!("{reason} This build ({b}) has #23907, which removes the worst of it.");
-                level = Level::Info;
-            }
-            None => {
-                reason = format!(
-                    "{reason} The build number is unknown: pass --llama-build to know whether it has #23907 (build {FA_RESERVE_BUILD})."
-                );
-                level = Level::Info;
-            }
-        }
-    }
-    if let Some(r) = &e.refuse {
-        level = Level::Error;
-        reason = format!("{reason} {r}");
-    }
-    let mut all_set = !e.set.is_empty();
-    for (flag, value) in &e.set {
-        match observable_feature(flag).map(|feat| (feat, f.feature_flag(feat))) {
-            Some((feat, Some(true))) if value == "ON" => fixes.push(format!(
-                "the build has {feat} = 1 (-D{flag}=ON): nothing to do"
-            )),
-            Some((feat, Some(false))) => {
-                all_set = false;
-                fixes.push(format!(
-                    "rebuild with -D{flag}={value} (system_info shows no {feat}); {}",
-                    input.script_hint
-                ));
-            }
-            _ => {
-                all_set = false;
-                fixes.push(format!(
-                    "make sure the build used -D{flag}={value}: this output cannot show it ({})",
-                    input.script_hint
-                ));
-            }
-        }
-    }
-    if all_set && e.env.is_empty() {
-        level = Level::Info;
-    }
-    for (name, value) in &e.env {
-        let when = e
-            .env_when
-            .as_ref()
-            .map(|w| format!(" (only for {w})"))
-            .unwrap_or_default();
-        if input.env_set.iter().any(|s| s == name) {
-            fixes.push(format!("{name} is already set here{when}"));
-            level = Level::Info;
-        } else {
-            fixes.push(format!(
-                "at run time: export {name}={}{when}",
-                sh_quote(value)
-            ));
-            if e.env_when.is_some() && e.warn.is_none() {
-                level = Level::Info;
-            }
-        }
-    }
-    if fixes.is_empty() {
-        fixes.push(format!("see `gpuprobe quirks show {}`", q.id));
-    }
-    Finding::new(
-        &format!("quirk-{}", q.id),
-        level,
-        format!("{}: {}", q.id, q.title),
-        reason,
-    )
-    .fix(fixes.join("; "))
-    .quirks([q.id.clone()])
-    .devices(devices)
 }
 
 #[cfg(test)]

@@ -5,10 +5,15 @@
 //! here; [`judge`] compares the two and turns every difference, and every quirk that applies at
 //! run time, into a finding with a level, a reason and a fix. [`runner`] runs a binary safely.
 
+mod attribute;
+pub mod corpus;
 pub mod elf;
 pub mod judge;
+pub mod kernel;
 pub mod parse;
 pub mod runner;
+pub mod signatures;
+pub mod text;
 
 use serde::Serialize;
 
@@ -113,6 +118,8 @@ pub struct Summary {
 
 pub struct Options<'a> {
     pub knowledge: &'a Knowledge,
+    /// The folder of the binary examined (for the `--exercise` command in fixes).
+    pub binary_dir: Option<String>,
     pub machine: Option<Machine<'a>>,
     /// `--llama-build N`: overrides what the build reports.
     pub llama_build: Option<u64>,
@@ -122,15 +129,27 @@ pub struct Options<'a> {
     pub report_path: Option<String>,
 }
 
-/// Judges `text` (the build's output) and returns the whole report. Never fails: unknown or
-/// partial text gives a report that says what was and was not found.
-pub fn check(
-    text: &str,
+/// Judges `text` (one input, labelled with `input.path`); see [`check_corpus`].
+pub fn check(text: &str, input: InputInfo, extra: Vec<Finding>, opts: &Options<'_>) -> CheckReport {
+    let corpus = corpus::Corpus::single(input.path.clone(), text);
+    check_corpus(&corpus, input, extra, opts)
+}
+
+/// Judges every input together (the build's output, saved logs, kernel logs) and returns the
+/// whole report. Never fails: unknown or partial text gives a report that says what was and was
+/// not found.
+pub fn check_corpus(
+    corpus: &corpus::Corpus,
     input: InputInfo,
     mut extra: Vec<Finding>,
     opts: &Options<'_>,
 ) -> CheckReport {
-    let facts = parse::parse(text);
+    let text = corpus.joined();
+    let facts = parse::parse(&text);
+    let hits = opts.knowledge.signatures.scan(
+        corpus,
+        &[signatures::LogKind::Llama, signatures::LogKind::Kernel],
+    );
     let number = match (opts.llama_build, facts.version.build) {
         (Some(n), _) => BuildNumber {
             value: Some(n),
@@ -159,6 +178,9 @@ pub fn check(
         os: opts.os,
         env_set: opts.env_set.clone(),
         script_hint,
+        corpus,
+        hits: &hits,
+        binary_dir: opts.binary_dir.clone(),
     });
     let mut findings = judged.findings;
     findings.append(&mut extra);
@@ -488,6 +510,13 @@ pub fn render(r: &CheckReport) -> String {
             o.push_str(&format!(" [{}]", f.devices.join("; ")));
         }
         o.push('\n');
+        for (i, q) in f.evidence.iter().enumerate() {
+            o.push_str(&format!(
+                "           {} {}\n",
+                if i == 0 { "log:" } else { "    " },
+                q.render()
+            ));
+        }
         o.push_str(&format!("           why: {}\n", f.reason));
         if let Some(fix) = &f.fix {
             o.push_str(&format!("           fix: {fix}\n"));
@@ -511,7 +540,9 @@ pub fn render(r: &CheckReport) -> String {
             "problems found (exit 1)"
         }
     ));
-    o
+    // Device names, versions and features come from the build's output: nothing from it reaches
+    // the terminal un-neutralised.
+    o.lines().map(|l| text::neutralise(l) + "\n").collect()
 }
 
 /// The machine from a report, for [`Options`].

@@ -37,8 +37,20 @@ pub struct BuildFacts {
     /// Old builds print `ggml_cuda_init: GGML_CUDA_FORCE_MMQ: yes/no` at start-up.
     pub init_force_mmq: Option<bool>,
     pub init_force_cublas: Option<bool>,
+    /// GPU devices the run put model, KV or compute buffers on (`ROCm1 model buffer size = ...`),
+    /// in order of first appearance: two or more is a run split across GPUs.
+    pub run_devices: Vec<RunDevice>,
     /// Number of lines that contributed at least one fact.
     pub lines_recognised: usize,
+}
+
+/// A device a run used, and the first line that shows it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RunDevice {
+    /// `CUDA0`, `ROCm1`.
+    pub name: String,
+    pub backend: String,
+    pub line: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -355,6 +367,16 @@ pub fn parse(text: &str) -> BuildFacts {
             merge_registry(&mut f, r, line.trim());
         }
 
+        if let Some((name, backend)) = parse_buffer_line(body)
+            && !f.run_devices.iter().any(|d| d.name == name)
+        {
+            f.run_devices.push(RunDevice {
+                name,
+                backend,
+                line: line.trim().to_string(),
+            });
+        }
+
         if snapshot(&f) != before {
             f.lines_recognised += 1;
         }
@@ -380,7 +402,11 @@ fn snapshot(f: &BuildFacts) -> Fingerprint {
             f.init_errors.len(),
             f.devices.len(),
             f.listed.len(),
-            f.registries.iter().map(|r| r.features.len() + 1).sum(),
+            f.registries
+                .iter()
+                .map(|r| r.features.len() + 1)
+                .sum::<usize>()
+                + f.run_devices.len(),
         ],
         flags: [f.list_seen, f.list_none, f.system_info_seen],
         version: f.version.line.clone(),
@@ -654,6 +680,31 @@ fn parse_init_header(body: &str) -> Option<InitHeader> {
         total_vram_mib,
         line: body.trim().to_string(),
     })
+}
+
+/// `load_tensors:        ROCm1 model buffer size = 10788.36 MiB`, `llama_kv_cache:      CUDA0 KV
+/// buffer size = ...`, `llama_context:      CUDA1 compute buffer size = ...` (and the older
+/// `llm_load_tensors:      CUDA0 buffer size = ...`): the device name and its backend.
+fn parse_buffer_line(body: &str) -> Option<(String, String)> {
+    let at = body.find(" buffer size")?;
+    let head = body[..at].trim_end();
+    let head = head
+        .strip_suffix(" model")
+        .or_else(|| head.strip_suffix(" KV"))
+        .or_else(|| head.strip_suffix(" compute"))
+        .unwrap_or(head);
+    let token = head.rsplit([' ', '\t', ':']).next()?;
+    let digits = token.trim_start_matches(|c: char| c.is_ascii_alphabetic());
+    let backend = &token[..token.len() - digits.len()];
+    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let backend = match backend {
+        "HIP" => "ROCm",
+        b if is_gpu_backend(b) => b,
+        _ => return None,
+    };
+    Some((token.to_string(), backend.to_string()))
 }
 
 /// `ggml_cuda_init: failed to initialize ROCm: no ROCm-capable device is detected`

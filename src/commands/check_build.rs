@@ -214,6 +214,7 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
     };
     let options = Options {
         knowledge: &k,
+        binary_dir: None,
         os: host_os(machine.as_ref().map(|m| m.report)),
         machine,
         llama_build: a.llama_build,

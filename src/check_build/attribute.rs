@@ -1,0 +1,894 @@
+//! Quirks judged against the evidence in the input: which quirks a seen failure is a symptom of
+//! (signature findings), which quirks merely have their conditions met (notes), and the flags the
+//! evidence adds to the plan, so that the "gpuprobe would build" line and every fix agree.
+//!
+//! Levels follow one rule: a symptom in the input plus confirmed conditions is an error or
+//! warning; conditions alone are a note for quirks whose symptom a log can show (any quirk a
+//! signature explains). A multi-GPU condition holds only when the input shows a run split across
+//! GPUs of an architecture the quirk covers.
+
+use super::corpus::Quote;
+use super::judge::{Finding, Input, Level, PlanGroup, PlanSummary, rebuild_command};
+use super::signatures::{Class, FixKind, Hit, Signature};
+use crate::emit::sh_quote;
+use crate::llama::LlamaTarget;
+use crate::plan::{Flag, Plan};
+use crate::quirks::{Context, Quirk, Tri};
+use crate::report::{Backend, Vendor};
+use crate::version::Version;
+
+/// One place a quirk is evaluated: a machine device, or a device the build listed.
+#[derive(Debug, Clone)]
+pub struct Subject {
+    pub label: String,
+    pub vendor: Vendor,
+    /// Empty when not known (a log with no device line).
+    pub arch: String,
+    pub index: Option<u32>,
+    pub apu: Option<bool>,
+    pub smoke: Option<String>,
+    pub driver: Option<Version>,
+    /// The build's device line for it, to quote.
+    pub line: Option<String>,
+}
+
+/// Everything the quirk conditions are evaluated against.
+pub struct Scene<'a> {
+    pub input: &'a Input<'a>,
+    pub backend: Option<Backend>,
+    pub subjects: Vec<Subject>,
+    pub runtime: Option<Version>,
+    /// The pool the build uses: from system_info / device lines, else from what a hit proves.
+    pub vmm_build: Option<bool>,
+    pub vmm_quotes: Vec<Quote>,
+    /// A run split across GPUs (Some(true)), a single-GPU one (Some(false)), or not shown.
+    pub multi_gpu: Option<bool>,
+    pub run_quotes: Vec<Quote>,
+    pub igpu_with_dgpu: Option<bool>,
+    pub peer_problem: Option<bool>,
+    pub uma: bool,
+    /// The build is at least this (a flush line proves 8863), when its number is unknown.
+    pub min_build: Option<u64>,
+}
+
+/// What a quirk verdict rests on.
+pub struct Verdict {
+    pub tri: Tri,
+    pub why: Vec<String>,
+}
+
+impl Scene<'_> {
+    fn context<'b>(&'b self, s: &'b Subject, vmm: Option<bool>, build: Option<u64>) -> Context<'b> {
+        let k = self.input.knowledge;
+        Context {
+            targets: &k.targets,
+            vendor: s.vendor,
+            arch: &s.arch,
+            os: Some(self.input.os),
+            runtime: self.runtime.as_ref(),
+            driver: s.driver.as_ref(),
+            llama_build: build,
+            apu: s.apu,
+            multi_gpu: self.multi_gpu,
+            igpu_with_dgpu: self.igpu_with_dgpu,
+            vmm_build: vmm,
+            uma: Some(self.uma),
+            peer_problem: self.peer_problem,
+            smoke: s.smoke.as_deref(),
+            env_set: &self.input.env_set,
+        }
+    }
+
+    /// The quirk's own conditions for one subject. `vmm` overrides the build's pool (a hit may
+    /// prove which pool a failing device used). An unknown architecture or a build known only
+    /// from below leaves the conditions on them open instead of false.
+    pub fn evaluate(&self, q: &Quirk, s: &Subject, vmm: Option<bool>) -> Verdict {
+        let vmm = vmm.or(self.vmm_build);
+        let mut q = q.clone();
+        let arch_unknown = s.arch.is_empty() && !q.when.archs.is_empty();
+        if arch_unknown {
+            q.when.archs.clear();
+        }
+        let build = self.input.build.value;
+        let (mut tri, mut why) = q.evaluate(&self.context(s, vmm, build));
+        if build.is_none()
+            && let Some(min) = self.min_build
+            && q.when.llama_builds.is_some()
+        {
+            let (lo, why_lo) = q.evaluate(&self.context(s, vmm, Some(min)));
+            let (hi, _) = q.evaluate(&self.context(s, vmm, Some(min.saturating_mul(1000))));
+            if lo == hi {
+                tri = lo;
+                why = why_lo;
+                why.push(format!("llama.cpp build: {min} or later, shown by the log"));
+            }
+        }
+        if arch_unknown {
+            if tri == Tri::Yes {
+                tri = Tri::Unknown;
+            }
+            why.push("arch: unknown (no device line names it)".into());
+        }
+        Verdict { tri, why }
+    }
+
+    fn knowledge(&self) -> &crate::profiles::Knowledge {
+        self.input.knowledge
+    }
+
+    /// The subjects a hit concerns: the device it names, else every subject of its vendor.
+    fn subjects_for(&self, hit: &Hit, vendor: Option<Vendor>) -> Vec<Subject> {
+        let of_vendor: Vec<&Subject> = self
+            .subjects
+            .iter()
+            .filter(|s| vendor.is_none_or(|v| v == s.vendor))
+            .collect();
+        if let Some(i) = hit.device
+            && let Some(s) = of_vendor.iter().find(|s| s.index == Some(i))
+        {
+            return vec![(*s).clone()];
+        }
+        if !of_vendor.is_empty() {
+            return of_vendor.into_iter().cloned().collect();
+        }
+        // Nothing known about the devices: judge against a device of the vendor the line names.
+        let vendor = vendor.or(self.backend.map(|b| b.vendor()));
+        match vendor {
+            Some(v) => vec![Subject {
+                label: String::new(),
+                vendor: v,
+                arch: String::new(),
+                index: hit.device,
+                apu: None,
+                smoke: None,
+                driver: None,
+                line: None,
+            }],
+            None => Vec::new(),
+        }
+    }
+
+    /// The plan group that builds for `s`.
+    pub fn group_for<'p>(
+        &self,
+        plan: &'p PlanSummary,
+        s: Option<&Subject>,
+    ) -> Option<&'p PlanGroup> {
+        s.and_then(|s| {
+            plan.groups.iter().find(|g| {
+                s.index.is_some_and(|i| g.devices.contains(&i)) || g.targets.contains(&s.arch)
+            })
+        })
+        .or_else(|| plan.groups.first())
+    }
+}
+
+/// Whether some signature can show this quirk's symptom in a log.
+pub fn symptom_bearing(k: &crate::profiles::Knowledge, id: &str) -> bool {
+    k.signatures
+        .rows
+        .iter()
+        .any(|r| r.spec.explains.iter().any(|e| e.quirk == id))
+}
+
+/// Adds to the plan the CMake flags of every quirk whose conditions the input confirms and that
+/// the resolver could not know (a multi-GPU run shown only by the log, say), so that the plan
+/// line and the fixes that ask for them are one.
+pub fn adjust_plan(scene: &Scene<'_>, plan: &mut Plan, llama: &LlamaTarget) {
+    let k = scene.knowledge();
+    for q in k
+        .quirks
+        .iter()
+        .filter(|q| !q.contested && q.effect.vmm.is_none())
+    {
+        if q.effect.set.is_empty() {
+            continue;
+        }
+        for s in &scene.subjects {
+            if scene.evaluate(q, s, None).tri != Tri::Yes {
+                continue;
+            }
+            for g in plan.groups.iter_mut().filter(|g| {
+                s.index.is_some_and(|i| g.devices.contains(&i)) || g.targets.contains(&s.arch)
+            }) {
+                for (name, value) in &q.effect.set {
+                    if !llama.declares(&k.options, name) || g.flag(name).is_some() {
+                        continue;
+                    }
+                    g.flags.push(Flag {
+                        name: name.clone(),
+                        value: value.clone(),
+                        reason: format!("{}: {} (conditions shown by the input)", q.id, q.title),
+                        quirks: vec![q.id.clone()],
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// What a fix asks for: the text, and the `-DNAME=VALUE` flags and `NAME=VALUE` variables in it.
+#[derive(Default)]
+struct Fix {
+    text: Vec<String>,
+    flags: Vec<String>,
+    env: Vec<String>,
+}
+
+impl Fix {
+    fn apply(self, mut f: Finding) -> Finding {
+        if !self.text.is_empty() {
+            f.fix = Some(self.text.join("; "));
+        }
+        f.flags = self.flags;
+        f.env = self.env;
+        f
+    }
+}
+
+fn vmm_flag(b: Backend) -> &'static str {
+    match b {
+        Backend::Hip => "GGML_HIP_NO_VMM",
+        Backend::Cuda => "GGML_CUDA_NO_VMM",
+    }
+}
+
+/// The rebuild command of a group, asking for `want` flags (each kept only if in the group's
+/// line: a fix never asks for a flag the plan does not have).
+fn rebuild(g: &PlanGroup, want: &[String], hint: &str, fix: &mut Fix) {
+    fix.text.push(rebuild_command(g, hint));
+    for w in want {
+        if g.cmake_args.contains(w) && !fix.flags.contains(w) {
+            fix.flags.push(w.clone());
+        }
+    }
+}
+
+/// `gpuprobe check-build --exercise ...` then `gpuprobe quirks record --from ...`.
+pub fn record_command(input: &Input<'_>) -> String {
+    let tbo = input
+        .binary_dir
+        .as_deref()
+        .map(|d| sh_quote(&format!("{d}/test-backend-ops")))
+        .unwrap_or_else(|| "BUILD/bin/test-backend-ops".into());
+    format!(
+        "reproduce it on this machine and keep it: gpuprobe check-build --exercise --binary {tbo} --json --output exercise.json; gpuprobe quirks record --from exercise.json"
+    )
+}
+
+fn quirk_effect_fix(
+    scene: &Scene<'_>,
+    quirks: &[&Quirk],
+    group: Option<&PlanGroup>,
+    fix: &mut Fix,
+) {
+    let mut want = Vec::new();
+    for q in quirks {
+        for (name, value) in &q.effect.set {
+            want.push(format!("-D{name}={value}"));
+        }
+        for (name, value) in &q.effect.env {
+            let when = q
+                .effect
+                .env_when
+                .as_ref()
+                .map(|w| format!(" (only for {w})"))
+                .unwrap_or_default();
+            if scene.input.env_set.iter().any(|s| s == name) {
+                fix.text.push(format!("{name} is already set here{when}"));
+            } else {
+                fix.text.push(format!(
+                    "at run time: export {name}={}{when}",
+                    sh_quote(value)
+                ));
+                fix.env.push(format!("{name}={value}"));
+            }
+        }
+    }
+    if !want.is_empty() {
+        match group {
+            Some(g) if want.iter().all(|w| g.cmake_args.contains(w)) => {
+                rebuild(g, &want, &scene.input.script_hint, fix)
+            }
+            _ => fix.text.push(format!(
+                "the build setting it needs is not in this plan (llama.cpp {} may not have it): see `gpuprobe quirks show {}`",
+                scene
+                    .input
+                    .build
+                    .value
+                    .map_or("of this build".to_string(), |b| format!("build {b}")),
+                quirks.iter().map(|q| q.id.as_str()).collect::<Vec<_>>().join("`, `gpuprobe quirks show ")
+            )),
+        }
+    }
+}
+
+fn no_vmm_fix(scene: &Scene<'_>, group: Option<&PlanGroup>, fix: &mut Fix) {
+    let Some(b) = scene.backend.or_else(|| {
+        scene.subjects.first().map(|s| match s.vendor {
+            Vendor::Amd => Backend::Hip,
+            Vendor::Nvidia => Backend::Cuda,
+        })
+    }) else {
+        fix.text.push(format!(
+            "rebuild with the VMM pool compiled out ({})",
+            scene.input.script_hint
+        ));
+        return;
+    };
+    let flag = vmm_flag(b);
+    match group {
+        Some(g) if !g.vmm => rebuild(g, &[format!("-D{flag}=ON")], &scene.input.script_hint, fix),
+        Some(_) => {
+            fix.text.push(format!(
+                "this machine's plan would keep the VMM pool (its smoke test passed), but the input shows the pool failing: {}; plans made here then compile it out",
+                record_command(scene.input)
+            ));
+        }
+        None => fix.text.push(format!(
+            "rebuild with the VMM pool compiled out ({flag}=ON; {} writes the whole build)",
+            scene.input.script_hint
+        )),
+    }
+}
+
+fn legacy_pool_fix(scene: &Scene<'_>, group: Option<&PlanGroup>, fix: &mut Fix) {
+    if let (Some(g), Some(b)) = (group, scene.backend)
+        && g.vmm
+    {
+        rebuild(
+            g,
+            &[format!("-D{}=OFF", vmm_flag(b))],
+            &scene.input.script_hint,
+            fix,
+        );
+        return;
+    }
+    let mut advice =
+        vec!["run with an f16 KV cache (-ctk f16 -ctv f16) or a smaller context (-c)".to_string()];
+    let build = scene.input.build.value;
+    match build.or(scene.min_build) {
+        Some(n) if n < 8863 => advice.push(format!(
+            "use llama.cpp build 8863 or later (it flushes the pool and retries), better {} or later; this is build {n}",
+            super::judge::FA_RESERVE_BUILD
+        )),
+        Some(n) if n < super::judge::FA_RESERVE_BUILD => advice.push(format!(
+            "use llama.cpp build {} or later (it reserves the flash-attention conversion space at start-up)",
+            super::judge::FA_RESERVE_BUILD
+        )),
+        Some(_) => {}
+        None => advice.push(format!(
+            "builds {} and later reserve the flash-attention conversion space at start-up",
+            super::judge::FA_RESERVE_BUILD
+        )),
+    }
+    if group.is_some() {
+        advice.push(
+            "gpuprobe keeps the legacy pool here because VMM is not shown to be safe on this GPU"
+                .into(),
+        );
+    }
+    fix.text.push(advice.join("; "));
+}
+
+/// One finding per signature and input, for every failure the input shows.
+pub fn symptom_findings(
+    scene: &Scene<'_>,
+    plan: Option<&PlanSummary>,
+    out: &mut Vec<Finding>,
+) -> Vec<String> {
+    let k = scene.knowledge();
+    let hits = scene.input.hits;
+    let mut attributed: Vec<String> = Vec::new();
+    let mut groups: Vec<(usize, usize, Vec<&Hit>)> = Vec::new();
+    for h in hits {
+        if k.signatures.rows[h.row].spec.class == Class::Fact {
+            continue;
+        }
+        match groups
+            .iter_mut()
+            .find(|(r, i, _)| *r == h.row && *i == h.at.input)
+        {
+            Some((_, _, v)) => v.push(h),
+            None => groups.push((h.row, h.at.input, vec![h])),
+        }
+    }
+    for (row, _, list) in groups {
+        let sig = &k.signatures.rows[row];
+        let f = symptom_finding(scene, plan, sig, &list, &mut attributed);
+        out.push(f);
+    }
+    attributed
+}
+
+fn symptom_finding(
+    scene: &Scene<'_>,
+    plan: Option<&PlanSummary>,
+    sig: &Signature,
+    hits: &[&Hit],
+    attributed: &mut Vec<String>,
+) -> Finding {
+    let k = scene.knowledge();
+    let spec = &sig.spec;
+    // The first hit carries the quotes; a decoded fault prefers the first block with a status.
+    let first = hits
+        .iter()
+        .find(|h| h.fault.as_ref().is_some_and(|f| f.kind.is_some()))
+        .or(hits.first())
+        .copied()
+        .expect("a group has at least one hit");
+    let with_context = hits.iter().find(|h| !h.context.is_empty()).copied();
+    let implied_vmm = spec.implies.vmm_build;
+    let subjects = scene.subjects_for(first, spec.vendor);
+    let mut yes: Vec<(&Quirk, Option<FixKind>, Vec<String>)> = Vec::new();
+    let mut maybe: Vec<(&Quirk, Option<FixKind>, Vec<String>)> = Vec::new();
+    let mut devices: Vec<String> = Vec::new();
+    for e in &spec.explains {
+        let Some(q) = k.quirk(&e.quirk) else { continue };
+        let mut best = Tri::No;
+        let mut notes: Vec<String> = Vec::new();
+        for s in &subjects {
+            let v = scene.evaluate(q, s, implied_vmm);
+            let mut tri = v.tri;
+            let mut why: Vec<String> = v
+                .why
+                .iter()
+                .filter(|w| w.contains(": unknown"))
+                .map(|w| {
+                    w.split(" (")
+                        .next()
+                        .unwrap_or(w)
+                        .replace(": unknown", " unknown")
+                })
+                .collect();
+            if let Some(want) = e.vmm_build {
+                match implied_vmm.or(scene.vmm_build) {
+                    Some(have) if have != want => tri = Tri::No,
+                    Some(_) => {}
+                    None => {
+                        if tri == Tri::Yes {
+                            tri = Tri::Unknown;
+                        }
+                        why.push("whether the VMM pool is compiled in is unknown".into());
+                    }
+                }
+            }
+            if let Some(want) = e.fault {
+                match first.fault.as_ref().and_then(|f| f.kind) {
+                    Some(have) if have != want => tri = Tri::No,
+                    Some(_) => {}
+                    None => {
+                        if tri == Tri::Yes {
+                            tri = Tri::Unknown;
+                        }
+                        why.push("the fault's kind (the status word) is not in the log".into());
+                    }
+                }
+            }
+            if e.context && with_context.is_none() && tri == Tri::Yes {
+                tri = Tri::Unknown;
+                why.push(format!(
+                    "no {} line before it (a debug line: run with -lv 4 or --verbose to see it)",
+                    spec.context.join(" / ")
+                ));
+            }
+            if tri == Tri::Yes && !s.label.is_empty() && !devices.contains(&s.label) {
+                devices.push(s.label.clone());
+            }
+            if tri != Tri::No && best != Tri::Yes {
+                if tri == Tri::Unknown && best == Tri::Unknown {
+                    notes.extend(why);
+                } else {
+                    best = tri;
+                    notes = why;
+                }
+            }
+        }
+        notes.dedup();
+        match best {
+            Tri::Yes => yes.push((q, e.fix, notes)),
+            Tri::Unknown => maybe.push((q, e.fix, notes)),
+            Tri::No => {}
+        }
+    }
+    let (level, chosen, how) = if !yes.is_empty() {
+        (spec.confirmed, &yes, "confirmed")
+    } else if !maybe.is_empty() {
+        (spec.unconfirmed, &maybe, "possible")
+    } else {
+        (spec.unexplained, &yes, "none")
+    };
+    for (q, _, _) in chosen {
+        attributed.push(q.id.clone());
+    }
+    let mut reason: Vec<String> = Vec::new();
+    if hits.len() > 1 {
+        reason.push(format!(
+            "{} times in {}",
+            hits.len(),
+            first_label(first, scene)
+        ));
+    }
+    if let Some(a) = &spec.advice {
+        reason.push(a.clone());
+    }
+    if let Some(fault) = &first.fault {
+        reason.push(format!("Decoded: {}.", fault.describe()));
+        let pages = consecutive_pages(hits);
+        if pages > 1 {
+            reason.push(format!(
+                "The faults are on {pages} consecutive 4 KiB pages."
+            ));
+        }
+    }
+    match how {
+        "confirmed" => {
+            let ids: Vec<String> = chosen
+                .iter()
+                .map(|(q, _, _)| format!("{} ({})", q.id, q.title))
+                .collect();
+            reason.push(format!(
+                "The input shows both the symptom and the conditions of {}.",
+                ids.join(", ")
+            ));
+        }
+        "possible" => {
+            for (q, _, notes) in chosen {
+                reason.push(format!(
+                    "It matches {} ({}) if {}.",
+                    q.id,
+                    q.title,
+                    if notes.is_empty() {
+                        "its conditions hold".to_string()
+                    } else {
+                        format!("what the input does not show holds: {}", notes.join(", "))
+                    }
+                ));
+            }
+        }
+        _ => {
+            if !spec.explains.is_empty() {
+                let ids: Vec<&str> = spec.explains.iter().map(|e| e.quirk.as_str()).collect();
+                reason.push(format!(
+                    "The conditions of the known causes ({}) do not hold for this build.",
+                    ids.join(", ")
+                ));
+            }
+        }
+    }
+    let mut evidence: Vec<Quote> = Vec::new();
+    if let Some(h) = with_context {
+        evidence.extend(h.context.iter().take(2).cloned());
+    }
+    evidence.extend(first.quotes.iter().take(10).cloned());
+    if let Some(fault) = &first.fault {
+        // The decoded block's lines (status and fields), after the hit line.
+        let src = first.at.input;
+        for n in fault.lines.iter().filter(|n| **n != first.at.line).take(8) {
+            if let Some(q) = scene.input.corpus.quote(super::corpus::At {
+                input: src,
+                line: *n,
+            }) {
+                evidence.push(q);
+            }
+        }
+    }
+    if matches!(how, "confirmed" | "possible") {
+        evidence.extend(scene.vmm_quotes.iter().take(2).cloned());
+    }
+    let group = plan.and_then(|p| scene.group_for(p, subjects.first()));
+    let kind = chosen.iter().find_map(|(_, f, _)| *f).unwrap_or(spec.fix);
+    let mut fix = Fix::default();
+    let quirks: Vec<&Quirk> = chosen.iter().map(|(q, _, _)| *q).collect();
+    match kind {
+        FixKind::Rebuild => match group {
+            Some(g) => {
+                let archs: Vec<String> = g
+                    .cmake_args
+                    .iter()
+                    .filter(|a| {
+                        [
+                            "-DCMAKE_CUDA_ARCHITECTURES=",
+                            "-DGPU_TARGETS=",
+                            "-DAMDGPU_TARGETS=",
+                        ]
+                        .iter()
+                        .any(|p| a.starts_with(p))
+                    })
+                    .cloned()
+                    .collect();
+                rebuild(g, &archs, &scene.input.script_hint, &mut fix)
+            }
+            None => fix.text.push(format!(
+                "rebuild for this machine's GPUs: {}",
+                scene.input.script_hint
+            )),
+        },
+        FixKind::NoVmm => no_vmm_fix(scene, group, &mut fix),
+        FixKind::LegacyPool => legacy_pool_fix(scene, group, &mut fix),
+        FixKind::Quirk => {
+            quirk_effect_fix(scene, &quirks, group, &mut fix);
+            if quirks.is_empty() {
+                fix.text.push(record_command(scene.input));
+            }
+        }
+        FixKind::Record => fix.text.push(record_command(scene.input)),
+        FixKind::Advice => {}
+    }
+    let ids: Vec<String> = quirks.iter().map(|q| q.id.clone()).collect();
+    let title = match (how, ids.first()) {
+        ("confirmed", Some(_)) => format!("{} ({})", spec.title, ids.join(", ")),
+        ("possible", Some(_)) => format!("{} (likely {})", spec.title, ids.join(" or ")),
+        _ => spec.title.clone(),
+    };
+    let f = Finding::new(&format!("log-{}", spec.id), level, title, reason.join(" "))
+        .quirks(ids)
+        .devices(devices)
+        .evidence(evidence);
+    fix.apply(f)
+}
+
+fn first_label(h: &Hit, scene: &Scene<'_>) -> String {
+    scene
+        .input
+        .corpus
+        .sources
+        .get(h.at.input)
+        .map(|s| super::text::neutralise(&s.label))
+        .unwrap_or_default()
+}
+
+/// How many distinct fault pages form one run of consecutive 4 KiB pages (the longest).
+fn consecutive_pages(hits: &[&Hit]) -> usize {
+    let mut pages: Vec<u64> = hits
+        .iter()
+        .filter_map(|h| h.fault.as_ref()?.address)
+        .map(|a| a >> 12)
+        .collect();
+    pages.sort_unstable();
+    pages.dedup();
+    let (mut best, mut run) = (usize::from(!pages.is_empty()), 1usize);
+    for w in pages.windows(2) {
+        if w[1] == w[0] + 1 {
+            run += 1;
+            best = best.max(run);
+        } else {
+            run = 1;
+        }
+    }
+    best
+}
+
+/// Notes and warnings for quirks whose conditions the input meets without showing a symptom.
+pub fn condition_findings(
+    scene: &Scene<'_>,
+    plan: Option<&PlanSummary>,
+    attributed: &[String],
+    skip_legacy_advice: bool,
+    out: &mut Vec<Finding>,
+) {
+    let k = scene.knowledge();
+    for q in k.quirks.iter().filter(|q| !q.contested) {
+        let e = &q.effect;
+        // Build-machine quirks (runner choice) and pure background records say nothing about a
+        // finished build; VMM denials are judged against the plan.
+        if e.runner.is_some() || e.vmm.is_some() || attributed.contains(&q.id) {
+            continue;
+        }
+        if e.warn.is_none() && e.env.is_empty() && e.set.is_empty() && e.refuse.is_none() {
+            continue;
+        }
+        let legacy_advice = q.when.vmm_build == Some(false)
+            && q.when.llama_builds.is_none()
+            && e.env.is_empty()
+            && e.set.is_empty();
+        if legacy_advice && skip_legacy_advice {
+            continue;
+        }
+        let mut yes: Vec<&Subject> = Vec::new();
+        let mut maybe: Vec<(&Subject, Vec<String>)> = Vec::new();
+        for s in &scene.subjects {
+            let v = scene.evaluate(q, s, None);
+            match v.tri {
+                Tri::Yes => yes.push(s),
+                Tri::Unknown => maybe.push((
+                    s,
+                    v.why
+                        .into_iter()
+                        .filter(|w| w.contains(": unknown"))
+                        .collect(),
+                )),
+                Tri::No => {}
+            }
+        }
+        if !yes.is_empty() {
+            out.push(quirk_finding(scene, plan, q, legacy_advice, &yes));
+        } else if !maybe.is_empty() && (e.warn.is_some() || !e.env.is_empty() || !e.set.is_empty())
+        {
+            let mut unknown: Vec<String> = Vec::new();
+            for w in maybe.iter().flat_map(|(_, w)| w) {
+                let w = w.split(" (").next().unwrap_or(w).replace(": unknown", "");
+                let w = if w == "multi-gpu" {
+                    "whether a run is split across GPUs (a log of one shows it)".to_string()
+                } else {
+                    w
+                };
+                if !unknown.contains(&w) {
+                    unknown.push(w);
+                }
+            }
+            let mut evidence = Vec::new();
+            for (s, _) in &maybe {
+                if let Some(q) = s.line.as_deref().and_then(|l| scene.input.corpus.find(l)) {
+                    evidence.push(q);
+                }
+            }
+            out.push(
+                Finding::new(
+                    &format!("quirk-{}", q.id),
+                    Level::Info,
+                    format!("{} may apply: {}", q.id, q.title),
+                    format!(
+                        "{} Whether it applies depends on what is not known here: {}.",
+                        q.summary,
+                        unknown.join(", ")
+                    ),
+                )
+                .quirks([q.id.clone()])
+                .devices(maybe.iter().map(|(s, _)| s.label.clone()))
+                .evidence(evidence),
+            );
+        }
+    }
+}
+
+fn quirk_finding(
+    scene: &Scene<'_>,
+    plan: Option<&PlanSummary>,
+    q: &Quirk,
+    legacy_advice: bool,
+    subjects: &[&Subject],
+) -> Finding {
+    let input = scene.input;
+    let f = input.facts;
+    let e = &q.effect;
+    let mut level = Level::of(q.severity);
+    let mut reason = e.warn.clone().unwrap_or_else(|| q.summary.clone());
+    let mut fix = Fix::default();
+    let mut evidence: Vec<Quote> = Vec::new();
+    for s in subjects {
+        if let Some(l) = s.line.as_deref().and_then(|l| input.corpus.find(l)) {
+            evidence.push(l);
+        }
+    }
+    if q.when.vmm_build.is_some() {
+        evidence.extend(scene.vmm_quotes.iter().take(1).cloned());
+    }
+    if q.when.llama_builds.is_some()
+        && let Some(l) = f.version.line.as_deref().and_then(|l| input.corpus.find(l))
+    {
+        evidence.push(l);
+    }
+    if q.when.multi_gpu.is_some() {
+        evidence.extend(scene.run_quotes.iter().cloned());
+    }
+    if legacy_advice {
+        match input.build.value {
+            Some(b) if b < super::judge::FA_RESERVE_BUILD => {
+                reason = format!(
+                    "{reason} This build ({b}) predates #23907 (build {}).",
+                    super::judge::FA_RESERVE_BUILD
+                );
+            }
+            Some(b) => {
+                reason =
+                    format!("{reason} This build ({b}) has #23907, which removes the worst of it.");
+            }
+            None => {
+                reason = format!(
+                    "{reason} The build number is unknown: pass --llama-build to know whether it has #23907 (build {}).",
+                    super::judge::FA_RESERVE_BUILD
+                );
+            }
+        }
+    }
+    if let Some(r) = &e.refuse {
+        level = Level::Error;
+        reason = format!("{reason} {r}");
+    }
+    // Flags: already in the build (observable), or the plan's rebuild line that has them.
+    let group = plan.and_then(|p| scene.group_for(p, subjects.first().copied()));
+    let mut want = Vec::new();
+    let mut all_set = !e.set.is_empty();
+    for (flag, value) in &e.set {
+        match observable_feature(flag).map(|feat| (feat, f.feature_flag(feat))) {
+            Some((feat, Some(true))) if value == "ON" => {
+                fix.text.push(format!(
+                    "the build has {feat} = 1 ({flag}=ON): nothing to do"
+                ));
+                if let Some(r) = f.cuda_registry().and_then(|r| input.corpus.find(&r.line)) {
+                    evidence.push(r);
+                }
+            }
+            Some((feat, Some(false))) => {
+                all_set = false;
+                want.push(format!("-D{flag}={value}"));
+                if let Some(r) = f.cuda_registry().and_then(|r| input.corpus.find(&r.line)) {
+                    evidence.push(r);
+                }
+                reason.push_str(&format!(" system_info shows no {feat}."));
+            }
+            _ => {
+                all_set = false;
+                want.push(format!("-D{flag}={value}"));
+                reason.push_str(&format!(
+                    " The output cannot show whether the build used {flag}={value}."
+                ));
+            }
+        }
+    }
+    if !want.is_empty() {
+        match group {
+            Some(g) if want.iter().all(|w| g.cmake_args.contains(w)) => {
+                rebuild(g, &want, &input.script_hint, &mut fix)
+            }
+            _ => fix.text.push(format!(
+                "see `gpuprobe quirks show {}`: the plan here does not set what it needs",
+                q.id
+            )),
+        }
+    }
+    if all_set && e.env.is_empty() {
+        level = Level::Info;
+    }
+    for (name, value) in &e.env {
+        let when = e
+            .env_when
+            .as_ref()
+            .map(|w| format!(" (only for {w})"))
+            .unwrap_or_default();
+        if input.env_set.iter().any(|s| s == name) {
+            fix.text.push(format!("{name} is already set here{when}"));
+            level = Level::Info;
+        } else {
+            fix.text.push(format!(
+                "at run time: export {name}={}{when}",
+                sh_quote(value)
+            ));
+            fix.env.push(format!("{name}={value}"));
+            if e.env_when.is_some() && e.warn.is_none() {
+                level = Level::Info;
+            }
+        }
+    }
+    // Conditions alone, for a quirk whose symptom a log would show: a note.
+    if symptom_bearing(scene.knowledge(), &q.id) && level > Level::Info {
+        level = Level::Info;
+        reason.push_str(" Its conditions hold, but the input shows no symptom of it.");
+    }
+    if fix.text.is_empty() {
+        fix.text
+            .push(format!("see `gpuprobe quirks show {}`", q.id));
+    }
+    evidence.dedup();
+    let f = Finding::new(
+        &format!("quirk-{}", q.id),
+        level,
+        format!("{}: {}", q.id, q.title),
+        reason,
+    )
+    .quirks([q.id.clone()])
+    .devices(subjects.iter().map(|s| s.label.clone()))
+    .evidence(evidence);
+    fix.apply(f)
+}
+
+/// Observable counterparts of CMake flags that quirks may set.
+fn observable_feature(flag: &str) -> Option<&'static str> {
+    match flag {
+        "GGML_CUDA_NO_PEER_COPY" => Some("NO_PEER_COPY"),
+        "GGML_CUDA_FORCE_MMQ" => Some("FORCE_MMQ"),
+        "GGML_CUDA_FORCE_CUBLAS" => Some("FORCE_CUBLAS"),
+        _ => None,
+    }
+}

@@ -1,0 +1,104 @@
+//! The text check-build judges: one or more inputs (saved logs, stdin, the output of each run of
+//! a binary), each with a label, so that every finding can quote the lines it rests on as
+//! `label:line: text`.
+
+use serde::Serialize;
+
+use super::text::{MAX_QUOTE, clip, neutralise};
+
+/// One input: a file, stdin, or one run of a program.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// `server.log`, `-` (stdin), `llama-cli --version`.
+    pub label: String,
+    pub lines: Vec<String>,
+}
+
+/// All inputs, in the order given.
+#[derive(Debug, Clone, Default)]
+pub struct Corpus {
+    pub sources: Vec<Source>,
+}
+
+/// A line quoted as evidence: where it is and what it says (neutralised for a terminal).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Quote {
+    pub input: String,
+    /// 1-based line number within that input.
+    pub line: usize,
+    pub text: String,
+}
+
+/// A line's position: input index and 0-based line index within it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct At {
+    pub input: usize,
+    pub line: usize,
+}
+
+impl Corpus {
+    pub fn single(label: impl Into<String>, text: &str) -> Self {
+        let mut c = Corpus::default();
+        c.push(label, text);
+        c
+    }
+
+    pub fn push(&mut self, label: impl Into<String>, text: &str) {
+        self.sources.push(Source {
+            label: label.into(),
+            lines: text
+                .lines()
+                .map(|l| l.trim_end_matches('\r').to_string())
+                .collect(),
+        });
+    }
+
+    /// Every input joined, for the fact extractor (which reads all of them as one build).
+    pub fn joined(&self) -> String {
+        let mut s = String::new();
+        for src in &self.sources {
+            for l in &src.lines {
+                s.push_str(l);
+                s.push('\n');
+            }
+        }
+        s
+    }
+
+    pub fn quote(&self, at: At) -> Option<Quote> {
+        let src = self.sources.get(at.input)?;
+        let text = src.lines.get(at.line)?;
+        Some(Quote {
+            input: src.label.clone(),
+            line: at.line + 1,
+            text: neutralise(&clip(text.trim_end(), MAX_QUOTE)),
+        })
+    }
+
+    /// The first line whose trimmed text contains `needle` (for facts the extractor kept as text).
+    pub fn find(&self, needle: &str) -> Option<Quote> {
+        let needle = needle.trim();
+        if needle.is_empty() {
+            return None;
+        }
+        for (i, src) in self.sources.iter().enumerate() {
+            if let Some(n) = src.lines.iter().position(|l| l.contains(needle)) {
+                return self.quote(At { input: i, line: n });
+            }
+        }
+        None
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sources
+            .iter()
+            .all(|s| s.lines.iter().all(|l| l.trim().is_empty()))
+    }
+}
+
+impl Quote {
+    /// `label:line: text`, as the human report prints it.
+    pub fn render(&self) -> String {
+        format!("{}:{}: {}", neutralise(&self.input), self.line, self.text)
+    }
+}

@@ -1,0 +1,454 @@
+//! Log signatures: the failures people hit, as data (`profiles/log-signatures.toml`), and the
+//! scan that finds them in a [`Corpus`]. What a hit means for a build (which quirk it is a symptom
+//! of, how sure, what to do) is decided by the judge from the row and the facts around it.
+
+use std::collections::BTreeSet;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+use super::corpus::{At, Corpus, Quote};
+use super::judge::Level;
+use super::kernel::{self, AmdFault, FaultKind};
+use crate::error::{Error, Result};
+use crate::quirks::Quirk;
+use crate::report::Vendor;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignatureFile {
+    #[serde(default)]
+    signature: Vec<Spec>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogKind {
+    Llama,
+    Kernel,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Class {
+    Fact,
+    Oom,
+    Fault,
+    VmmFailure,
+    Hang,
+    Crash,
+    BuildError,
+    LoadError,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Decoder {
+    AmdgpuFault,
+}
+
+/// What a finding asks the user to do (see the comments in the profile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FixKind {
+    Rebuild,
+    NoVmm,
+    LegacyPool,
+    Quirk,
+    Record,
+    #[default]
+    Advice,
+}
+
+/// Facts a hit proves about the build.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Implies {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vmm_build: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_build: Option<u64>,
+}
+
+/// A quirk a signature is a symptom of, and the extra conditions for saying so.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Explain {
+    pub quirk: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vmm_build: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<FaultKind>,
+    /// Confirmed only with a `context` hit before this one.
+    #[serde(default)]
+    pub context: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix: Option<FixKind>,
+}
+
+fn default_within() -> usize {
+    4
+}
+fn level_error() -> Level {
+    Level::Error
+}
+fn level_warning() -> Level {
+    Level::Warning
+}
+
+/// One row as written in the file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    pub id: String,
+    pub title: String,
+    pub log: LogKind,
+    pub class: Class,
+    #[serde(default)]
+    pub vendor: Option<Vendor>,
+    #[serde(rename = "match")]
+    pub patterns: Vec<String>,
+    #[serde(default)]
+    pub near: Vec<String>,
+    #[serde(default = "default_within")]
+    pub within: usize,
+    #[serde(default)]
+    pub quote: usize,
+    #[serde(default)]
+    pub context: Vec<String>,
+    #[serde(default)]
+    pub implies: Implies,
+    #[serde(default)]
+    pub decode: Option<Decoder>,
+    #[serde(default = "level_error")]
+    pub confirmed: Level,
+    #[serde(default = "level_warning")]
+    pub unconfirmed: Level,
+    #[serde(default = "level_warning")]
+    pub unexplained: Level,
+    #[serde(default)]
+    pub fix: FixKind,
+    #[serde(default)]
+    pub advice: Option<String>,
+    #[serde(default)]
+    pub sources: Vec<String>,
+    #[serde(default)]
+    pub explains: Vec<Explain>,
+}
+
+/// A row with its regexes compiled.
+#[derive(Debug, Clone)]
+pub struct Signature {
+    pub spec: Spec,
+    patterns: Vec<Regex>,
+    near: Vec<Regex>,
+}
+
+/// Every row, in file order (the order in which rows claim lines).
+#[derive(Debug, Clone, Default)]
+pub struct SignatureTable {
+    pub rows: Vec<Signature>,
+}
+
+/// One place a signature was found.
+#[derive(Debug, Clone)]
+pub struct Hit {
+    /// Index of the row in the table.
+    pub row: usize,
+    pub at: At,
+    /// The hit line, then the `near` / `quote` lines.
+    pub quotes: Vec<Quote>,
+    /// `fact` rows named in `context` that were seen earlier in the same input.
+    pub context: Vec<Quote>,
+    /// `current device: N` under a ggml-cuda error line.
+    pub device: Option<u32>,
+    /// The decoded block, for `decode = "amdgpu-fault"`.
+    pub fault: Option<AmdFault>,
+}
+
+impl SignatureTable {
+    /// Parses and validates `text` (named `origin` in errors); quirk ids must exist in `quirks`.
+    pub fn load(text: &str, origin: &str, quirks: &[Quirk]) -> Result<Self> {
+        let file: SignatureFile = crate::profiles::parse_toml(text, origin)?;
+        let mut rows: Vec<Signature> = Vec::new();
+        let mut seen = BTreeSet::new();
+        for spec in file.signature {
+            let at = |message: String, fix: &str| Error::Input {
+                input: origin.to_string(),
+                line: crate::profiles::line_of_id(text, &spec.id),
+                message: format!("signature `{}`: {message}", spec.id),
+                fix: fix.to_string(),
+            };
+            if spec.id.is_empty()
+                || !spec
+                    .id
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            {
+                return Err(at(
+                    "field `id` must be lowercase letters, digits and dashes".into(),
+                    "rename the row, e.g. `legacy-pool-oom`",
+                ));
+            }
+            if !seen.insert(spec.id.clone()) {
+                return Err(at("id appears twice".into(), "give each row its own id"));
+            }
+            if spec.patterns.is_empty() {
+                return Err(at(
+                    "field `match` is empty".into(),
+                    "give at least one regex that matches the line",
+                ));
+            }
+            if spec.within == 0 || spec.within > 50 || spec.quote > 50 {
+                return Err(at(
+                    "fields `within` and `quote` must be between 1 and 50 (`quote` may be 0)"
+                        .into(),
+                    "look at most 50 lines ahead",
+                ));
+            }
+            let compile = |field: &str, list: &[String]| -> Result<Vec<Regex>> {
+                list.iter()
+                    .enumerate()
+                    .map(|(i, p)| {
+                        Regex::new(p).map_err(|e| {
+                            at(
+                                format!("field `{field}`[{i}] is not a valid regex: {e}"),
+                                "fix the regex (Rust regex syntax; write it in single quotes so backslashes stay literal)",
+                            )
+                        })
+                    })
+                    .collect()
+            };
+            let patterns = compile("match", &spec.patterns)?;
+            let near = compile("near", &spec.near)?;
+            if let Some(bad) = spec.sources.iter().find(|s| !s.starts_with("https://")) {
+                return Err(at(
+                    format!("field `sources`: `{bad}` is not an https URL"),
+                    "write each source as a full https:// URL",
+                ));
+            }
+            if spec.class != Class::Fact && spec.sources.is_empty() {
+                return Err(at(
+                    "field `sources` is empty".into(),
+                    "add at least one URL where the failure is reported",
+                ));
+            }
+            for e in &spec.explains {
+                if !quirks.iter().any(|q| q.id == e.quirk) {
+                    return Err(at(
+                        format!(
+                            "explains quirk `{}`, which profiles/quirks.toml does not have",
+                            e.quirk
+                        ),
+                        "name an existing quirk id (`gpuprobe quirks list`)",
+                    ));
+                }
+                if e.fault.is_some() && spec.decode != Some(Decoder::AmdgpuFault) {
+                    return Err(at(
+                        format!(
+                            "explains `{}` with `fault`, but the row has no `decode = \"amdgpu-fault\"`",
+                            e.quirk
+                        ),
+                        "add the decoder or drop `fault`",
+                    ));
+                }
+                if e.context && spec.context.is_empty() {
+                    return Err(at(
+                        format!(
+                            "explains `{}` with `context = true`, but the row names no `context`",
+                            e.quirk
+                        ),
+                        "name the fact rows whose hits confirm it in `context`",
+                    ));
+                }
+            }
+            if spec.class == Class::Fact && (!spec.explains.is_empty() || !spec.context.is_empty())
+            {
+                return Err(at(
+                    "a `fact` row produces no finding, so it cannot explain quirks or have context"
+                        .into(),
+                    "move `explains` / `context` to the row that reports the failure",
+                ));
+            }
+            rows.push(Signature {
+                spec,
+                patterns,
+                near,
+            });
+        }
+        // Context names must be fact rows that exist.
+        for r in &rows {
+            for c in &r.spec.context {
+                if !rows
+                    .iter()
+                    .any(|o| &o.spec.id == c && o.spec.class == Class::Fact)
+                {
+                    return Err(Error::Input {
+                        input: origin.to_string(),
+                        line: crate::profiles::line_of_id(text, &r.spec.id),
+                        message: format!(
+                            "signature `{}`: `context` names `{c}`, which is not a `fact` row",
+                            r.spec.id
+                        ),
+                        fix: "name the id of a row with class = \"fact\"".into(),
+                    });
+                }
+            }
+        }
+        Ok(SignatureTable { rows })
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Signature> {
+        self.rows.iter().find(|r| r.spec.id == id)
+    }
+
+    /// Every hit in every input. Within an input, a line is claimed by the first non-fact row
+    /// (in file order) whose `match` and `near` hold; fact rows never claim. Only rows of the
+    /// given kinds are tried.
+    pub fn scan(&self, corpus: &Corpus, kinds: &[LogKind]) -> Vec<Hit> {
+        let mut hits = Vec::new();
+        for (ii, src) in corpus.sources.iter().enumerate() {
+            // (row, line) of fact hits so far in this input.
+            let mut facts: Vec<(usize, usize)> = Vec::new();
+            for (li, line) in src.lines.iter().enumerate() {
+                for (ri, row) in self.rows.iter().enumerate() {
+                    if !kinds.contains(&row.spec.log)
+                        || !row.patterns.iter().any(|p| p.is_match(line))
+                    {
+                        continue;
+                    }
+                    let Some(last) = row.near_end(&src.lines, li) else {
+                        continue;
+                    };
+                    let at = At {
+                        input: ii,
+                        line: li,
+                    };
+                    let quotes: Vec<Quote> = (li..=last)
+                        .filter_map(|n| corpus.quote(At { input: ii, line: n }))
+                        .collect();
+                    let context: Vec<Quote> = facts
+                        .iter()
+                        .filter(|(fr, _)| row.spec.context.contains(&self.rows[*fr].spec.id))
+                        .filter_map(|(_, fl)| {
+                            corpus.quote(At {
+                                input: ii,
+                                line: *fl,
+                            })
+                        })
+                        .collect();
+                    let device = src.lines[li..=last].iter().find_map(|l| current_device(l));
+                    let fault = row.spec.decode.map(|Decoder::AmdgpuFault| {
+                        kernel::decode_block(&src.lines, li, &row.patterns)
+                    });
+                    hits.push(Hit {
+                        row: ri,
+                        at,
+                        quotes,
+                        context,
+                        device,
+                        fault,
+                    });
+                    if row.spec.class == Class::Fact {
+                        facts.push((ri, li));
+                    } else {
+                        break;
+                    }
+                }
+            }
+        }
+        hits
+    }
+}
+
+impl Signature {
+    /// The last line to quote for a hit at `li`, or None when a `near` regex is not found.
+    fn near_end(&self, lines: &[String], li: usize) -> Option<usize> {
+        let window_end = (li + self.spec.within).min(lines.len().saturating_sub(1));
+        let mut last = li;
+        for re in &self.near {
+            let found = (li + 1..=window_end).find(|n| re.is_match(&lines[*n]))?;
+            last = last.max(found);
+        }
+        if self.near.is_empty() {
+            last = (li + self.spec.quote).min(lines.len().saturating_sub(1));
+        }
+        Some(last)
+    }
+}
+
+/// `current device: 1, in function alloc at ...` (and the 2023 form `current device: 1`).
+fn current_device(line: &str) -> Option<u32> {
+    let rest = &line[line.find("current device: ")? + "current device: ".len()..];
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    digits.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quirks() -> Vec<Quirk> {
+        crate::profiles::Knowledge::bundled()
+            .expect("bundled")
+            .quirks
+    }
+
+    #[test]
+    fn bundled_table_loads() {
+        let t = SignatureTable::load(crate::profiles::BUNDLED_SIGNATURES, "bundled", &quirks())
+            .expect("bundled signatures load");
+        assert!(t.get("legacy-pool-oom").is_some());
+    }
+
+    #[test]
+    fn bad_rows_are_errors_naming_the_line_and_field() {
+        let text = "[[signature]]\nid = \"x\"\ntitle = \"t\"\nlog = \"llama\"\nclass = \"oom\"\nmatch = ['(unclosed']\nsources = [\"https://example.org\"]\n";
+        let e = SignatureTable::load(text, "sig.toml", &quirks())
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("sig.toml:2:"), "{e}");
+        assert!(e.contains("`match`[0] is not a valid regex"), "{e}");
+
+        let text = "[[signature]]\nid = \"x\"\ntitle = \"t\"\nlog = \"llama\"\nclass = \"oom\"\nmatch = ['a']\nsources = [\"https://example.org\"]\n[[signature.explains]]\nquirk = \"Q999\"\n";
+        let e = SignatureTable::load(text, "sig.toml", &quirks())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Q999"), "{e}");
+
+        let text = "[[signature]]\nid = \"x\"\ntitle = \"t\"\nlog = \"llama\"\nclass = \"oom\"\nmatch = ['a']\nsources = [\"https://example.org\"]\nseverity = \"high\"\n";
+        let e = SignatureTable::load(text, "sig.toml", &quirks())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("severity"), "{e}");
+
+        let text = "[[signature]]\nid = \"x\"\ntitle = \"t\"\nlog = \"llama\"\nclass = \"oom\"\nmatch = ['a']\ncontext = [\"nope\"]\nsources = [\"https://example.org\"]\n";
+        let e = SignatureTable::load(text, "sig.toml", &quirks())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a `fact` row"), "{e}");
+    }
+
+    #[test]
+    fn first_row_claims_the_line_and_near_must_be_close() {
+        let t = SignatureTable::load(crate::profiles::BUNDLED_SIGNATURES, "bundled", &quirks())
+            .expect("load");
+        let c = Corpus::single(
+            "log",
+            "ROCm error: out of memory\n  current device: 1, in function alloc at ggml-cuda.cu:430\n  ggml_cuda_device_malloc(&ptr, look_ahead_size, device)\n",
+        );
+        let hits = t.scan(&c, &[LogKind::Llama]);
+        assert_eq!(hits.len(), 1);
+        assert_eq!(t.rows[hits[0].row].spec.id, "legacy-pool-oom");
+        assert_eq!(hits[0].quotes.len(), 3);
+        assert_eq!(hits[0].device, Some(1));
+        // The statement too far below the error line: only the catch-all row.
+        let c = Corpus::single(
+            "log",
+            "ROCm error: out of memory\na\nb\nc\nd\ne\n  ggml_cuda_device_malloc(&ptr, look_ahead_size, device)\n",
+        );
+        let hits = t.scan(&c, &[LogKind::Llama]);
+        assert_eq!(hits.len(), 1);
+        assert_eq!(t.rows[hits[0].row].spec.id, "ggml-cuda-error");
+    }
+}

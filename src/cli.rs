@@ -264,17 +264,45 @@ pub struct WorkflowArgs {
 
 #[derive(Debug, Args)]
 pub struct CheckBuildArgs {
-    /// A llama.cpp binary (llama-cli, llama-server...): runs `--version` and `--list-devices` in an isolated child.
+    /// A llama.cpp program (llama-cli, llama-server...): runs `--version` and `--list-devices` in an
+    /// isolated child. With --exercise: test-backend-ops itself, or any program of the build next to it.
+    #[arg(long, value_name = "PATH", required_unless_present_any = ["log", "build_dir"])]
+    pub binary: Option<PathBuf>,
+    /// A saved llama.cpp log (any program, any era) or kernel log (dmesg, journalctl -k); repeat for
+    /// several; `-` reads stdin.
+    #[arg(long, value_name = "FILE")]
+    pub log: Vec<PathBuf>,
+    /// Run llama.cpp's own test-backend-ops on each GPU of this machine, on the operations that use
+    /// the memory pool hardest, each in its own process group with a timeout, and judge it: pass,
+    /// fail, hang, crash; new GPU faults in the kernel log are reported. JSON (--json) is workload
+    /// evidence for `gpuprobe cmake-flags --from` and `gpuprobe quirks record --from`.
+    #[arg(long, conflicts_with = "log")]
+    pub exercise: bool,
+    /// With --exercise: the llama.cpp build folder (test-backend-ops is in its bin/).
+    #[arg(long, value_name = "DIR", requires = "exercise")]
+    pub build_dir: Option<PathBuf>,
+    /// With --exercise: a llama.cpp device to exercise (CUDA0, ROCm1, CPU); repeatable. Default:
+    /// every GPU of the build's backend that the probe (or --from) finds.
+    #[arg(long = "device", value_name = "NAME", requires = "exercise")]
+    pub devices: Vec<String>,
+    /// With --exercise: seconds one device's run may take before it is killed and reported as a hang.
     #[arg(
         long,
-        value_name = "PATH",
-        conflicts_with = "log",
-        required_unless_present = "log"
+        default_value_t = 300.0,
+        value_name = "SECS",
+        requires = "exercise"
     )]
-    pub binary: Option<PathBuf>,
-    /// A saved llama.cpp log or `--version`/`--list-devices` output; `-` reads stdin.
+    pub exercise_timeout: f64,
+    /// With --exercise: test-backend-ops `-o` (ops, comma-separated; default MUL_MAT,FLASH_ATTN_EXT).
+    #[arg(long, value_name = "LIST", requires = "exercise")]
+    pub ops: Option<String>,
+    /// With --exercise: test-backend-ops `-p` (a regex over the test parameters; default: quantized
+    /// MUL_MAT and f16 / q8_0 / q4_0 flash attention with long KV).
+    #[arg(long, value_name = "REGEX", requires = "exercise")]
+    pub params: Option<String>,
+    /// Write the JSON document to FILE too (whole, or not at all).
     #[arg(long, value_name = "FILE")]
-    pub log: Option<PathBuf>,
+    pub output: Option<PathBuf>,
     /// Compare with a saved `gpuprobe detect --json` report instead of probing this machine.
     #[arg(long, value_name = "REPORT.json", conflicts_with = "no_probe")]
     pub from: Option<PathBuf>,

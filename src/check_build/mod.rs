@@ -8,6 +8,7 @@
 mod attribute;
 pub mod corpus;
 pub mod elf;
+pub mod exercise;
 pub mod judge;
 pub mod kernel;
 pub mod parse;

@@ -2,12 +2,13 @@
 //! or from a saved log), measures this machine (or reads a report), and prints the findings.
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
 use super::detect::probe_options;
 use super::print;
+use crate::check_build::corpus::Corpus;
 use crate::check_build::{self, InputInfo, Options, runner};
 use crate::cli::CheckBuildArgs;
 use crate::plan::Mode;
@@ -70,61 +71,70 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
         None => None,
     };
 
+    if a.exercise {
+        return exercise(a, &k, saved.as_ref());
+    }
+    if a.log.iter().filter(|l| l.as_os_str() == "-").count() > 1 {
+        return Err(crate::Error::input(
+            "--log -",
+            "stdin given twice",
+            "read stdin once; save the other log to a file",
+        )
+        .into());
+    }
     let mut needed = std::collections::BTreeSet::new();
-    let (text, input, mut extra) = match (&a.binary, &a.log) {
-        (Some(bin), _) => {
-            // Will it load here? Read before running it: a missing library or symbol version is
-            // named, not left to the loader's one-line error.
-            let located = runner::locate(bin)?;
-            let load = check_build::elf::check(&located);
-            needed.extend(load.program.needed.iter().cloned());
-            for (_, l) in &load.backends {
-                needed.extend(l.needed.iter().cloned());
+    let mut corpus = Corpus::default();
+    let mut runs = Vec::new();
+    let mut extra = Vec::new();
+    let mut paths: Vec<String> = Vec::new();
+    let mut binary_dir = None;
+    if let Some(bin) = &a.binary {
+        // Will it load here? Read before running it: a missing library or symbol version is
+        // named, not left to the loader's one-line error.
+        let located = runner::locate(bin)?;
+        binary_dir = located.parent().map(|d| d.display().to_string());
+        let load = check_build::elf::check(&located);
+        needed.extend(load.program.needed.iter().cloned());
+        for (_, l) in &load.backends {
+            needed.extend(l.needed.iter().cloned());
+        }
+        let load_findings = check_build::elf::findings(&load);
+        if load.cannot_start() {
+            eprintln!(
+                "gpuprobe: {} cannot start on this machine (see the findings); it was not run",
+                crate::host::printable(&bin.display().to_string())
+            );
+            extra = load_findings;
+        } else {
+            let out = runner::examine(bin, opts.timeout)?;
+            let short = bin
+                .file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .unwrap_or_else(|| bin.display().to_string());
+            for r in &out.runs {
+                corpus.push(r.command(Path::new(&short)), &r.output);
             }
-            let load_findings = check_build::elf::findings(&load);
-            if load.cannot_start() {
-                eprintln!(
-                    "gpuprobe: {} cannot start on this machine (see the findings); it was not run",
-                    crate::host::printable(&bin.display().to_string())
-                );
-                (
-                    String::new(),
-                    InputInfo {
-                        kind: "binary".into(),
-                        path: bin.display().to_string(),
-                        runs: Vec::new(),
-                    },
-                    load_findings,
-                )
-            } else {
-                let mut out = runner::examine(bin, opts.timeout)?;
-                out.findings.extend(load_findings);
-                (
-                    out.text,
-                    InputInfo {
-                        kind: "binary".into(),
-                        path: bin.display().to_string(),
-                        runs: out.runs,
-                    },
-                    out.findings,
-                )
-            }
+            runs = out.runs;
+            extra = out.findings;
+            extra.extend(load_findings);
         }
-        (None, Some(log)) => {
-            let text = read_log(log)?;
-            (
-                text,
-                InputInfo {
-                    kind: "log".into(),
-                    path: log.display().to_string(),
-                    runs: Vec::new(),
-                },
-                Vec::new(),
-            )
+        paths.push(bin.display().to_string());
+    }
+    // Every log is read before anything is probed: a bad one fails first.
+    for log in &a.log {
+        let text = read_log(log)?;
+        corpus.push(log.display().to_string(), &text);
+        paths.push(log.display().to_string());
+    }
+    let input = InputInfo {
+        kind: match (a.binary.is_some(), a.log.is_empty()) {
+            (true, true) => "binary",
+            (true, false) => "binary+log",
+            _ => "log",
         }
-        (None, None) => {
-            return Err(crate::Error::input("check-build", "nothing to check", "pass --binary PATH (a llama.cpp program) or --log FILE (its saved output; - for stdin)").into());
-        }
+        .into(),
+        path: paths.join(", "),
+        runs,
     };
 
     let probed: Option<Report> = if saved.is_none() && !a.no_probe {
@@ -214,18 +224,157 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
     };
     let options = Options {
         knowledge: &k,
-        binary_dir: None,
+        binary_dir,
         os: host_os(machine.as_ref().map(|m| m.report)),
         machine,
         llama_build: a.llama_build,
         env_set,
         report_path,
     };
-    let report = check_build::check(&text, input, extra, &options);
+    let report = check_build::check_corpus(&corpus, input, extra, &options);
+    let json = serde_json::to_string_pretty(&report)? + "\n";
+    if let Some(path) = &a.output {
+        write_whole(path, &json)?;
+    }
     if a.json {
-        print(&(serde_json::to_string_pretty(&report)? + "\n"))?;
+        print(&json)?;
     } else {
         print(&check_build::render(&report))?;
     }
     Ok(report.summary.exit_code)
+}
+
+/// Writes `text` to `path` through a temporary file in the same folder: whole, or not at all.
+fn write_whole(path: &Path, text: &str) -> Result<(), crate::Error> {
+    let shown = path.display().to_string();
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_else(|| "output".into());
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let fail = |e: std::io::Error| {
+        crate::Error::input(
+            format!("--output {shown}"),
+            format!("cannot write: {e}"),
+            "pass a path in a folder you can write to",
+        )
+    };
+    std::fs::write(&tmp, text).map_err(fail)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        fail(e)
+    })
+}
+
+/// `check-build --exercise`: run test-backend-ops on each device and judge it.
+fn exercise(a: &CheckBuildArgs, k: &Knowledge, saved: Option<&Report>) -> Result<i32> {
+    use crate::check_build::exercise::{self as ex, Plan};
+    if !(a.exercise_timeout.is_finite()
+        && a.exercise_timeout > 0.0
+        && a.exercise_timeout <= 86_400.0)
+    {
+        return Err(crate::Error::input(
+            "--exercise-timeout",
+            format!("`{}` is not a usable number of seconds", a.exercise_timeout),
+            "give a positive number such as 300",
+        )
+        .into());
+    }
+    let tbo = ex::locate(a.binary.as_deref(), a.build_dir.as_deref())?;
+    let probed: Option<Report> = if saved.is_none() && !a.no_probe && a.devices.is_empty() {
+        eprintln!("gpuprobe: probing this machine's GPUs to find the devices to exercise...");
+        Some(crate::probe::detect(&probe_options(&a.probe)?))
+    } else {
+        None
+    };
+    let machine = saved.or(probed.as_ref());
+    let devices = if a.devices.is_empty() {
+        machine.map(ex::targets_of).unwrap_or_default()
+    } else {
+        a.devices
+            .iter()
+            .map(|d| ex::target_named(d, machine))
+            .collect()
+    };
+    if devices.is_empty() {
+        return Err(crate::Error::Environment {
+            message: match machine {
+                Some(_) => "no GPU to exercise: the probe found none".into(),
+                None => "no device to exercise (--no-probe)".into(),
+            },
+            fix:
+                "pass --device NAME (CUDA0, ROCm0, CPU) for each device to run test-backend-ops on"
+                    .into(),
+        }
+        .into());
+    }
+    let runtime_version = machine.and_then(|m| {
+        m.devices
+            .iter()
+            .find_map(|d| d.runtime_version.clone())
+            .or_else(|| m.backends.iter().find_map(|b| b.runtime_version.clone()))
+    });
+    let llama_build = match a.llama_build {
+        Some(n) => Some(n),
+        None => build_next_to(&tbo, probe_options(&a.probe)?.timeout),
+    };
+    let kernel_log = std::env::var_os("GPUPROBE_DMESG")
+        .map(PathBuf::from)
+        .or_else(|| which::which("dmesg").ok());
+    let plan = Plan {
+        test_backend_ops: tbo,
+        devices,
+        ops: a.ops.clone().unwrap_or_else(|| ex::DEFAULT_OPS.into()),
+        params: a
+            .params
+            .clone()
+            .unwrap_or_else(|| ex::DEFAULT_PARAMS.into()),
+        jobs: std::thread::available_parallelism()
+            .map(|n| n.get().clamp(1, 8))
+            .unwrap_or(4),
+        timeout: std::time::Duration::from_secs_f64(a.exercise_timeout),
+        llama_build,
+        runtime_version,
+        kernel_log,
+    };
+    for t in &plan.devices {
+        eprintln!(
+            "gpuprobe: running {} test -b {} -o {} (timeout {} s)...",
+            plan.test_backend_ops.display(),
+            crate::check_build::text::neutralise(&t.device),
+            crate::check_build::text::neutralise(&plan.ops),
+            a.exercise_timeout
+        );
+    }
+    let result = ex::run(&plan, &k.signatures);
+    let json = serde_json::to_string_pretty(&result)? + "\n";
+    if let Some(path) = &a.output {
+        write_whole(path, &json)?;
+    }
+    if a.json {
+        print(&json)?;
+    } else {
+        print(&result.render())?;
+    }
+    Ok(result.exit_code())
+}
+
+/// The build number a program of the same build says (`llama-cli --version`), when it is there.
+fn build_next_to(tbo: &Path, timeout: std::time::Duration) -> Option<u64> {
+    let dir = tbo.parent()?;
+    let prog = [
+        "llama-cli",
+        "llama-completion",
+        "llama-server",
+        "llama-bench",
+    ]
+    .iter()
+    .map(|n| dir.join(n))
+    .find(|p| p.is_file())?;
+    let inv = runner::run(&prog, &["--version"], timeout);
+    crate::check_build::parse::parse(&inv.output).version.build
 }

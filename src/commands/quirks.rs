@@ -118,13 +118,43 @@ fn record(
     file: Option<&std::path::Path>,
     probe: &crate::cli::ProbeArgs,
 ) -> Result<i32> {
-    let report = match from {
-        Some(p) => crate::report::read_report(p)?,
-        None => crate::probe::detect(&super::detect::probe_options(probe)?),
+    // A saved document: a detect report (smoke failures) or an exercise result (workload
+    // failures), told apart by its schema; either is read as untrusted input.
+    let (records, skipped) = match from {
+        Some(p) => {
+            let origin = p.display().to_string();
+            let text = crate::files::read_input(
+                p,
+                &origin,
+                crate::files::MAX_INPUT_BYTES,
+                "pass a file written by `gpuprobe detect --json` or `gpuprobe check-build --exercise --json`",
+            )?;
+            let schema = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v.get("schema").and_then(|s| s.as_str()).map(str::to_string));
+            if schema.as_deref() == Some(crate::check_build::exercise::SCHEMA) {
+                let ex = crate::check_build::exercise::Exercise::from_json(&text, &origin)?;
+                crate::check_build::exercise::records(&ex)
+            } else {
+                let report = crate::report_file::parse_report(&text, &origin)?;
+                (crate::quirks::record::from_report(&report), Vec::new())
+            }
+        }
+        None => {
+            let report = crate::probe::detect(&super::detect::probe_options(probe)?);
+            (crate::quirks::record::from_report(&report), Vec::new())
+        }
     };
-    let records = crate::quirks::record::from_report(&report);
+    for s in &skipped {
+        eprintln!(
+            "gpuprobe: not recorded: {}",
+            crate::check_build::text::neutralise(s)
+        );
+    }
     if records.is_empty() {
-        print("nothing to record: no probed device failed, hung or crashed in the smoke test\n")?;
+        print(
+            "nothing to record: no device failed, hung or crashed in a way that implicates the VMM pool\n",
+        )?;
         return Ok(0);
     }
     let path = match file {

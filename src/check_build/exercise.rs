@@ -239,10 +239,13 @@ pub fn run(plan: &Plan, signatures: &SignatureTable) -> Exercise {
             _ => Err("no kernel log program (dmesg) found".to_string()),
         };
         let facts = super::parse::parse(&inv.output);
-        if let Some(d) = facts.devices.iter().find(|d| device_matches(&t.device, d)) {
-            if let Some(v) = d.vmm {
-                vmm_lines.push(v);
-            }
+        if let Some(v) = facts
+            .devices
+            .iter()
+            .find(|d| device_matches(&t.device, d))
+            .and_then(|d| d.vmm)
+        {
+            vmm_lines.push(v);
         }
         devices.push(judge_run(t, &plan.ops, &inv, &facts, faults));
     }

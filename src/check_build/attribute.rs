@@ -30,6 +30,8 @@ pub struct Subject {
     pub driver: Option<Version>,
     /// The build's device line for it, to quote.
     pub line: Option<String>,
+    /// False for a stand-in when nothing says whose GPU it is (judged as both vendors).
+    pub vendor_known: bool,
 }
 
 /// Everything the quirk conditions are evaluated against.
@@ -47,8 +49,10 @@ pub struct Scene<'a> {
     pub igpu_with_dgpu: Option<bool>,
     pub peer_problem: Option<bool>,
     pub uma: bool,
-    /// The build is at least this (a flush line proves 8863), when its number is unknown.
+    /// The build is at least / at most this (a flush line proves 8863 or later, the old OOM
+    /// statement 8862 or earlier), when its number is unknown.
     pub min_build: Option<u64>,
+    pub max_build: Option<u64>,
 }
 
 /// What a quirk verdict rests on.
@@ -92,15 +96,41 @@ impl Scene<'_> {
         let build = self.input.build.value;
         let (mut tri, mut why) = q.evaluate(&self.context(s, vmm, build));
         if build.is_none()
-            && let Some(min) = self.min_build
-            && q.when.llama_builds.is_some()
+            && (self.min_build.is_some() || self.max_build.is_some())
+            && let Some(range) = &q.when.llama_builds
         {
-            let (lo, why_lo) = q.evaluate(&self.context(s, vmm, Some(min)));
-            let (hi, _) = q.evaluate(&self.context(s, vmm, Some(min.saturating_mul(1000))));
-            if lo == hi {
-                tri = lo;
-                why = why_lo;
-                why.push(format!("llama.cpp build: {min} or later, shown by the log"));
+            // The build lies in [lo, hi]: the range condition holds when both ends are in it,
+            // fails when neither end nor any bound of the range between them is.
+            let (lo, hi) = (
+                self.min_build.unwrap_or(1),
+                self.max_build.unwrap_or(u64::MAX / 4),
+            );
+            let bound = |v: &Option<crate::version::Version>| -> Option<u64> {
+                v.as_ref().and_then(|v| v.to_string().parse().ok())
+            };
+            let mut points = vec![lo, hi];
+            points.extend(
+                [bound(&range.min), bound(&range.max)]
+                    .into_iter()
+                    .flatten()
+                    .filter(|p| (lo..=hi).contains(p)),
+            );
+            let verdicts: Vec<(Tri, Vec<String>)> = points
+                .iter()
+                .map(|p| q.evaluate(&self.context(s, vmm, Some(*p))))
+                .collect();
+            if verdicts.iter().all(|(t, _)| *t == verdicts[0].0) {
+                tri = verdicts[0].0;
+                why = verdicts[0].1.clone();
+                why.push(format!(
+                    "llama.cpp build: {} by what the log prints",
+                    match (self.min_build, self.max_build) {
+                        (Some(a), Some(b)) => format!("{a} to {b}"),
+                        (Some(a), None) => format!("{a} or later"),
+                        (None, Some(b)) => format!("{b} or earlier"),
+                        (None, None) => String::new(),
+                    }
+                ));
             }
         }
         if arch_unknown {
@@ -131,20 +161,25 @@ impl Scene<'_> {
         if !of_vendor.is_empty() {
             return of_vendor.into_iter().cloned().collect();
         }
-        // Nothing known about the devices: judge against a device of the vendor the line names.
-        let vendor = vendor.or(self.backend.map(|b| b.vendor()));
-        match vendor {
-            Some(v) => vec![Subject {
-                label: String::new(),
-                vendor: v,
-                arch: String::new(),
-                index: hit.device,
-                apu: None,
-                smoke: None,
-                driver: None,
-                line: None,
-            }],
-            None => Vec::new(),
+        // Nothing known about the devices: judge against a stand-in of the vendor the line
+        // names, or of each vendor when nothing names one.
+        let stand_in = |v: Vendor, known: bool| Subject {
+            label: String::new(),
+            vendor: v,
+            arch: String::new(),
+            index: hit.device,
+            apu: None,
+            smoke: None,
+            driver: None,
+            line: None,
+            vendor_known: known,
+        };
+        match vendor.or(self.backend.map(|b| b.vendor())) {
+            Some(v) => vec![stand_in(v, true)],
+            None => vec![
+                stand_in(Vendor::Amd, false),
+                stand_in(Vendor::Nvidia, false),
+            ],
         }
     }
 
@@ -303,9 +338,14 @@ fn quirk_effect_fix(
     }
 }
 
-fn no_vmm_fix(scene: &Scene<'_>, group: Option<&PlanGroup>, fix: &mut Fix) {
+fn no_vmm_fix(
+    scene: &Scene<'_>,
+    group: Option<&PlanGroup>,
+    subject: Option<&Subject>,
+    fix: &mut Fix,
+) {
     let Some(b) = scene.backend.or_else(|| {
-        scene.subjects.first().map(|s| match s.vendor {
+        subject.filter(|s| s.vendor_known).map(|s| match s.vendor {
             Vendor::Amd => Backend::Hip,
             Vendor::Nvidia => Backend::Cuda,
         })
@@ -425,8 +465,7 @@ fn symptom_finding(
     let mut devices: Vec<String> = Vec::new();
     for e in &spec.explains {
         let Some(q) = k.quirk(&e.quirk) else { continue };
-        let mut best = Tri::No;
-        let mut notes: Vec<String> = Vec::new();
+        let mut per_subject: Vec<(Tri, Vec<String>)> = Vec::new();
         for s in &subjects {
             let v = scene.evaluate(q, s, implied_vmm);
             let mut tri = v.tri;
@@ -475,12 +514,36 @@ fn symptom_finding(
             if tri == Tri::Yes && !s.label.is_empty() && !devices.contains(&s.label) {
                 devices.push(s.label.clone());
             }
-            if tri != Tri::No && best != Tri::Yes {
-                if tri == Tri::Unknown && best == Tri::Unknown {
-                    notes.extend(why);
-                } else {
-                    best = tri;
-                    notes = why;
+            per_subject.push((tri, why));
+        }
+        // Stand-ins for an unknown vendor must agree; real devices: the best verdict counts.
+        let strict = subjects.iter().all(|s| !s.vendor_known);
+        let mut best = Tri::No;
+        let mut notes: Vec<String> = Vec::new();
+        if strict && !per_subject.is_empty() {
+            let first_tri = per_subject[0].0;
+            best = if per_subject.iter().all(|(t, _)| *t == first_tri) {
+                first_tri
+            } else {
+                Tri::Unknown
+            };
+            if best == Tri::Unknown {
+                notes.push("whose GPU it is (no device line names the vendor)".into());
+            }
+            for (t, w) in &per_subject {
+                if *t == Tri::Unknown {
+                    notes.extend(w.iter().cloned());
+                }
+            }
+        } else {
+            for (tri, why) in per_subject {
+                if tri != Tri::No && best != Tri::Yes {
+                    if tri == Tri::Unknown && best == Tri::Unknown {
+                        notes.extend(why);
+                    } else {
+                        best = tri;
+                        notes = why;
+                    }
                 }
             }
         }
@@ -577,43 +640,70 @@ fn symptom_finding(
         evidence.extend(scene.vmm_quotes.iter().take(2).cloned());
     }
     let group = plan.and_then(|p| scene.group_for(p, subjects.first()));
-    let kind = chosen.iter().find_map(|(_, f, _)| *f).unwrap_or(spec.fix);
+    // Each kind of fix the chosen quirks call for (the row's own when none is named); when the
+    // cause is one of several possible ones, each fix says which cause it is for.
+    let mut kinds: Vec<(FixKind, Vec<&Quirk>)> = Vec::new();
+    for (q, f, _) in chosen.iter() {
+        let kind = f.unwrap_or(spec.fix);
+        match kinds.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, qs)) => qs.push(*q),
+            None => kinds.push((kind, vec![*q])),
+        }
+    }
+    if kinds.is_empty() {
+        kinds.push((spec.fix, Vec::new()));
+    }
     let mut fix = Fix::default();
     let quirks: Vec<&Quirk> = chosen.iter().map(|(q, _, _)| *q).collect();
-    match kind {
-        FixKind::Rebuild => match group {
-            Some(g) => {
-                let archs: Vec<String> = g
-                    .cmake_args
-                    .iter()
-                    .filter(|a| {
-                        [
-                            "-DCMAKE_CUDA_ARCHITECTURES=",
-                            "-DGPU_TARGETS=",
-                            "-DAMDGPU_TARGETS=",
-                        ]
+    let several = kinds.len() > 1;
+    for (kind, qs) in &kinds {
+        let mut part = Fix::default();
+        match kind {
+            FixKind::Rebuild => match group {
+                Some(g) => {
+                    let archs: Vec<String> = g
+                        .cmake_args
                         .iter()
-                        .any(|p| a.starts_with(p))
-                    })
-                    .cloned()
-                    .collect();
-                rebuild(g, &archs, &scene.input.script_hint, &mut fix)
+                        .filter(|a| {
+                            [
+                                "-DCMAKE_CUDA_ARCHITECTURES=",
+                                "-DGPU_TARGETS=",
+                                "-DAMDGPU_TARGETS=",
+                            ]
+                            .iter()
+                            .any(|p| a.starts_with(p))
+                        })
+                        .cloned()
+                        .collect();
+                    rebuild(g, &archs, &scene.input.script_hint, &mut part)
+                }
+                None => part.text.push(format!(
+                    "rebuild for this machine's GPUs: {}",
+                    scene.input.script_hint
+                )),
+            },
+            FixKind::NoVmm => no_vmm_fix(scene, group, subjects.first(), &mut part),
+            FixKind::LegacyPool => legacy_pool_fix(scene, group, &mut part),
+            FixKind::Quirk => {
+                quirk_effect_fix(scene, qs, group, &mut part);
+                if qs.is_empty() {
+                    part.text.push(record_command(scene.input));
+                }
             }
-            None => fix.text.push(format!(
-                "rebuild for this machine's GPUs: {}",
-                scene.input.script_hint
-            )),
-        },
-        FixKind::NoVmm => no_vmm_fix(scene, group, &mut fix),
-        FixKind::LegacyPool => legacy_pool_fix(scene, group, &mut fix),
-        FixKind::Quirk => {
-            quirk_effect_fix(scene, &quirks, group, &mut fix);
-            if quirks.is_empty() {
-                fix.text.push(record_command(scene.input));
-            }
+            FixKind::Record => part.text.push(record_command(scene.input)),
+            FixKind::Advice => {}
         }
-        FixKind::Record => fix.text.push(record_command(scene.input)),
-        FixKind::Advice => {}
+        if several && !qs.is_empty() {
+            let ids: Vec<&str> = qs.iter().map(|q| q.id.as_str()).collect();
+            part.text = part
+                .text
+                .into_iter()
+                .map(|t| format!("if it is {}: {t}", ids.join(" or ")))
+                .collect();
+        }
+        fix.text.extend(part.text);
+        fix.flags.extend(part.flags);
+        fix.env.extend(part.env);
     }
     let ids: Vec<String> = quirks.iter().map(|q| q.id.clone()).collect();
     let title = match (how, ids.first()) {

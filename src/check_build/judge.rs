@@ -398,6 +398,14 @@ pub fn judge(input: &Input<'_>) -> Judgement {
                     .devices(cuda_family_here),
                 );
             }
+        } else if f.is_empty() && !input.hits.is_empty() {
+            out.push(Finding::new(
+                "backend-unknown",
+                Level::Info,
+                "the input has failure lines but no llama.cpp version or device lines",
+                "the failures are judged without knowing the build's backend, devices or pool for sure",
+            )
+            .fix("add the output of `llama-cli --version` and `llama-cli --verbose --list-devices` (or the log's start-up lines) with another --log"));
         } else if f.is_empty() {
             out.push(Finding::new(
                 "nothing-recognised",
@@ -496,9 +504,23 @@ pub fn judge(input: &Input<'_>) -> Judgement {
         source: input.build.source.clone(),
         checkout: None,
     };
-    let mut plan: Option<Plan> = backend.and_then(|b| {
+    // A failure log that names no backend (a kernel log, an abort message) is judged against
+    // the plan for this machine's GPUs when they are all of one backend.
+    let plan_backend = backend.or_else(|| {
+        let backends = dedup(machine_gpus.iter().map(|d| d.backend));
+        (!input.hits.is_empty() && !f.cpu_only() && backends.len() == 1).then(|| backends[0])
+    });
+    let plan_ours: Vec<&Device> = match (backend, plan_backend) {
+        (None, Some(b)) => machine_gpus
+            .iter()
+            .copied()
+            .filter(|d| d.backend == b)
+            .collect(),
+        _ => ours.clone(),
+    };
+    let mut plan: Option<Plan> = plan_backend.and_then(|b| {
         let devices = match input.machine.as_ref() {
-            Some(m) if !ours.is_empty() => Devices::Measured {
+            Some(m) if !plan_ours.is_empty() => Devices::Measured {
                 report: m.report,
                 mode: m.mode,
             },
@@ -539,9 +561,17 @@ pub fn judge(input: &Input<'_>) -> Judgement {
         resolve(k, &req).ok()
     });
 
-    // Subjects for quirk matching and architecture checks.
-    let subjects: Vec<Subject> = if !ours.is_empty() {
-        ours.iter()
+    // Subjects for quirk matching and architecture checks: this machine's devices of the build's
+    // backend (all of them when the input names no backend, a kernel log alone say), else the
+    // devices the build lists.
+    let machine_subjects: Vec<&Device> = if backend.is_none() && ours.is_empty() {
+        machine_gpus.clone()
+    } else {
+        ours.clone()
+    };
+    let subjects: Vec<Subject> = if !machine_subjects.is_empty() {
+        machine_subjects
+            .iter()
             .map(|d| Subject {
                 label: label_machine(d),
                 vendor: d.vendor,
@@ -556,6 +586,7 @@ pub fn judge(input: &Input<'_>) -> Judgement {
                     .as_deref()
                     .and_then(|n| build_line_for(f, n, d))
                     .map(|l| l.line.clone()),
+                vendor_known: true,
             })
             .collect()
     } else {
@@ -577,6 +608,7 @@ pub fn judge(input: &Input<'_>) -> Judgement {
                     smoke: None,
                     driver: None,
                     line: Some(d.line.clone()),
+                    vendor_known: true,
                 })
             })
             .collect()
@@ -617,6 +649,7 @@ pub fn judge(input: &Input<'_>) -> Judgement {
     // What the failures in the input prove: the pool (a legacy-pool OOM), a minimum build (a
     // flush line). A build that says it itself wins over a hit.
     let mut min_build: Option<u64> = None;
+    let mut max_build: Option<u64> = None;
     for h in input.hits {
         let row = &k.signatures.rows[h.row].spec;
         if compiled.is_none()
@@ -633,6 +666,9 @@ pub fn judge(input: &Input<'_>) -> Judgement {
         }
         if let Some(m) = row.implies.min_build {
             min_build = Some(min_build.map_or(m, |x: u64| x.max(m)));
+        }
+        if let Some(m) = row.implies.max_build {
+            max_build = Some(max_build.map_or(m, |x: u64| x.min(m)));
         }
     }
     let multi_gpu = {
@@ -678,7 +714,7 @@ pub fn judge(input: &Input<'_>) -> Judgement {
     });
     let scene = Scene {
         input,
-        backend,
+        backend: plan_backend,
         runtime: plan
             .as_ref()
             .and_then(|p| p.toolkit.version.as_deref())
@@ -702,6 +738,7 @@ pub fn judge(input: &Input<'_>) -> Judgement {
         }),
         uma: uma_set || plan_uma,
         min_build,
+        max_build,
         subjects,
     };
     if let Some(p) = plan.as_mut() {

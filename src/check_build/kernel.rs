@@ -14,10 +14,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FaultKind {
-    /// The page is mapped, but the access was not permitted (PERMISSION_FAULTS set, no
-    /// MAPPING_ERROR): what memory mapped without access rights looks like.
+    /// The translation found a page-table entry whose permission bits refused the access
+    /// (PERMISSION_FAULTS set, no MAPPING_ERROR); what the field bits mean in detail is not
+    /// claimed here.
     Permission,
-    /// Nothing valid is mapped at the address (MAPPING_ERROR set): unmapped or freed memory.
+    /// The address could not be translated (MAPPING_ERROR set): not mapped, or freed.
     Mapping,
 }
 
@@ -66,9 +67,14 @@ pub fn decode_block(lines: &[String], at: usize, anchors: &[Regex]) -> AmdFault 
         ..AmdFault::default()
     };
     let is_anchor = |l: &str| anchors.iter().any(|a| a.is_match(l));
-    let same_gpu = |l: &str| match (&f.pci, pci_re.captures(l)) {
-        (Some(p), Some(c)) => c[1].eq_ignore_ascii_case(p),
-        _ => true,
+    // Lines of the same GPU's report; other programs' lines (journalctl interleaves them) and
+    // other GPUs' faults are not part of the block.
+    let same_gpu = |l: &str| {
+        l.contains("amdgpu")
+            && match (&f.pci, pci_re.captures(l)) {
+                (Some(p), Some(c)) => c[1].eq_ignore_ascii_case(p),
+                _ => true,
+            }
     };
     // Forward: up to the next fault line. Reverse (journalctl -r): back to the previous one.
     let forward: Vec<usize> = (at + 1..lines.len().min(at + 1 + MAX_BLOCK))
@@ -177,11 +183,11 @@ impl AmdFault {
             .unwrap_or_default();
         match self.kind {
             Some(FaultKind::Permission) => format!(
-                "{status}permission fault (PERMISSION_FAULTS 0x{:x}, no MAPPING_ERROR): the page is mapped but {access}{client} was not permitted",
+                "{status}permission fault (PERMISSION_FAULTS 0x{:x}, no MAPPING_ERROR): the address translated, but its page-table entry did not permit {access}{client}",
                 self.permission_faults.unwrap_or(0)
             ),
             Some(FaultKind::Mapping) => format!(
-                "{status}mapping error (MAPPING_ERROR 1): nothing valid is mapped at the address, so {access}{client} hit unmapped or freed memory"
+                "{status}mapping error (MAPPING_ERROR 1): the address could not be translated to a page, so {access}{client} hit memory that is not mapped (never mapped, or freed)"
             ),
             None => "the fault status was not printed or not latched (0x0), so its kind is unknown"
                 .into(),

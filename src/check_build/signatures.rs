@@ -68,6 +68,8 @@ pub struct Implies {
     pub vmm_build: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_build: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_build: Option<u64>,
 }
 
 /// A quirk a signature is a symptom of, and the extra conditions for saying so.
@@ -311,6 +313,10 @@ impl SignatureTable {
             // (row, line) of fact hits so far in this input.
             let mut facts: Vec<(usize, usize)> = Vec::new();
             for (li, line) in src.lines.iter().enumerate() {
+                // A saved file's header or a pasted report's heading, not log output.
+                if line.trim_start().starts_with('#') {
+                    continue;
+                }
                 for (ri, row) in self.rows.iter().enumerate() {
                     if !kinds.contains(&row.spec.log)
                         || !row.patterns.iter().any(|p| p.is_match(line))

@@ -10,6 +10,9 @@
 #           FLASH_ATTN_EXT on CUDA0; `gpuprobe check-build` finds no problem.
 #   legacy  the same plan forced to the legacy pool (--force-no-vmm): the build must say `VMM: no`
 #           and carry NO_VMM, and check-build must flag it (exit 1).
+#   Both phases end with `gpuprobe check-build --exercise` on the build (test-backend-ops on every
+#   GPU, the pool-heavy subset): it must pass on each GPU and say the VMM pool is compiled in
+#   (vmm) or out (legacy); its wall time, verdict and JSON (WORK/exercise-PHASE.json) are printed.
 # Each phase can run in its own call while WORK persists. Fails loudly: exit 1 with the reason.
 set -u
 gp=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -72,6 +75,18 @@ run_phase() {
     else
         [ "$has_no_vmm" = yes ] || fail "the legacy-pool build does not carry NO_VMM"
     fi
+    # check-build --exercise: llama.cpp's own operator tests on every GPU, judged by gpuprobe.
+    t0=$(t)
+    "$gp" check-build --exercise --build-dir "$out" --llama-build "$build" --exercise-timeout 240 \
+        --output "$work/exercise-$name.json" >"$work/exercise-$name.txt" 2>"$work/exercise-$name.err"; rc_ex=$?
+    cat "$work/exercise-$name.txt"
+    echo "exercise ($name): exit $rc_ex, wall $(( $(t) - t0 )) s"
+    cat "$work/exercise-$name.json"
+    [ "$rc_ex" -eq 0 ] || { cat "$work/exercise-$name.err"; fail "check-build --exercise did not pass ($name)"; }
+    grep -q '"outcome": "pass"' "$work/exercise-$name.json" || fail "no device passed the exercise ($name)"
+    if grep -q '"outcome": "\(fail\|hang\|crash\|not-run\)"' "$work/exercise-$name.json"; then fail "a device did not pass the exercise ($name)"; fi
+    if [ "$name" = vmm ]; then want_vmm=true; else want_vmm=false; fi
+    grep -q "\"vmm\": $want_vmm" "$work/exercise-$name.json" || fail "the exercise did not find the VMM pool $want_vmm ($name)"
     "$gp" check-build --binary "$cli" --llama-build "$build" >"$work/check-$name.txt" 2>&1; rc_cb=$?
     cat "$work/check-$name.txt"
     echo "check-build ($name): exit $rc_cb"

@@ -386,20 +386,31 @@ fn legacy_pool_fix(scene: &Scene<'_>, group: Option<&PlanGroup>, fix: &mut Fix) 
     }
     let mut advice =
         vec!["run with an f16 KV cache (-ctk f16 -ctv f16) or a smaller context (-c)".to_string()];
-    let build = scene.input.build.value;
-    match build.or(scene.min_build) {
+    let reserve = super::judge::FA_RESERVE_BUILD;
+    let this = match scene.input.build.value {
+        Some(n) => format!("this is build {n}"),
+        None => {
+            "the log shows an older build (its out-of-memory lines are those of builds before 8863)"
+                .into()
+        }
+    };
+    // The build, or what the log proves about it.
+    let known = scene
+        .input
+        .build
+        .value
+        .or(scene.max_build.filter(|m| *m < 8863))
+        .or(scene.min_build);
+    match known {
         Some(n) if n < 8863 => advice.push(format!(
-            "use llama.cpp build 8863 or later (it flushes the pool and retries), better {} or later; this is build {n}",
-            super::judge::FA_RESERVE_BUILD
+            "use llama.cpp build 8863 or later (it flushes the pool and retries), better {reserve} or later; {this}"
         )),
-        Some(n) if n < super::judge::FA_RESERVE_BUILD => advice.push(format!(
-            "use llama.cpp build {} or later (it reserves the flash-attention conversion space at start-up)",
-            super::judge::FA_RESERVE_BUILD
+        Some(n) if n < reserve => advice.push(format!(
+            "use llama.cpp build {reserve} or later (it reserves the flash-attention conversion space at start-up)"
         )),
         Some(_) => {}
         None => advice.push(format!(
-            "builds {} and later reserve the flash-attention conversion space at start-up",
-            super::judge::FA_RESERVE_BUILD
+            "builds {reserve} and later reserve the flash-attention conversion space at start-up"
         )),
     }
     if group.is_some() {

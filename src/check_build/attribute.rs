@@ -446,8 +446,7 @@ pub fn symptom_findings(
     }
     for (row, _, list) in groups {
         let sig = &k.signatures.rows[row];
-        let f = symptom_finding(scene, plan, sig, &list, &mut attributed);
-        out.push(f);
+        out.extend(symptom_finding(scene, plan, sig, &list, &mut attributed));
     }
     attributed
 }
@@ -458,7 +457,7 @@ fn symptom_finding(
     sig: &Signature,
     hits: &[&Hit],
     attributed: &mut Vec<String>,
-) -> Finding {
+) -> Option<Finding> {
     let k = scene.knowledge();
     let spec = &sig.spec;
     // The first hit carries the quotes; a decoded fault prefers the first block with a status.
@@ -466,98 +465,26 @@ fn symptom_finding(
         .iter()
         .find(|h| h.fault.as_ref().is_some_and(|f| f.kind.is_some()))
         .or(hits.first())
-        .copied()
-        .expect("a group has at least one hit");
+        .copied()?;
     let with_context = hits.iter().find(|h| !h.context.is_empty()).copied();
-    let implied_vmm = spec.implies.vmm_build;
     let subjects = scene.subjects_for(first, spec.vendor);
     let mut yes: Vec<(&Quirk, Option<FixKind>, Vec<String>)> = Vec::new();
     let mut maybe: Vec<(&Quirk, Option<FixKind>, Vec<String>)> = Vec::new();
     let mut devices: Vec<String> = Vec::new();
     for e in &spec.explains {
         let Some(q) = k.quirk(&e.quirk) else { continue };
-        let mut per_subject: Vec<(Tri, Vec<String>)> = Vec::new();
-        for s in &subjects {
-            let v = scene.evaluate(q, s, implied_vmm);
-            let mut tri = v.tri;
-            let mut why: Vec<String> = v
-                .why
-                .iter()
-                .filter(|w| w.contains(": unknown"))
-                .map(|w| {
-                    w.split(" (")
-                        .next()
-                        .unwrap_or(w)
-                        .replace(": unknown", " unknown")
-                })
-                .collect();
-            if let Some(want) = e.vmm_build {
-                match implied_vmm.or(scene.vmm_build) {
-                    Some(have) if have != want => tri = Tri::No,
-                    Some(_) => {}
-                    None => {
-                        if tri == Tri::Yes {
-                            tri = Tri::Unknown;
-                        }
-                        why.push("whether the VMM pool is compiled in is unknown".into());
-                    }
-                }
-            }
-            if let Some(want) = e.fault {
-                match first.fault.as_ref().and_then(|f| f.kind) {
-                    Some(have) if have != want => tri = Tri::No,
-                    Some(_) => {}
-                    None => {
-                        if tri == Tri::Yes {
-                            tri = Tri::Unknown;
-                        }
-                        why.push("the fault's kind (the status word) is not in the log".into());
-                    }
-                }
-            }
-            if e.context && with_context.is_none() && tri == Tri::Yes {
-                tri = Tri::Unknown;
-                why.push(format!(
-                    "no {} line before it (a debug line: run with -lv 4 or --verbose to see it)",
-                    spec.context.join(" / ")
-                ));
-            }
-            if tri == Tri::Yes && !s.label.is_empty() && !devices.contains(&s.label) {
-                devices.push(s.label.clone());
-            }
-            per_subject.push((tri, why));
-        }
-        // Stand-ins for an unknown vendor must agree; real devices: the best verdict counts.
-        let strict = subjects.iter().all(|s| !s.vendor_known);
-        let mut best = Tri::No;
-        let mut notes: Vec<String> = Vec::new();
-        if strict && !per_subject.is_empty() {
-            let first_tri = per_subject[0].0;
-            best = if per_subject.iter().all(|(t, _)| *t == first_tri) {
-                first_tri
-            } else {
-                Tri::Unknown
-            };
-            if best == Tri::Unknown {
-                notes.push("whose GPU it is (no device line names the vendor)".into());
-            }
-            for (t, w) in &per_subject {
-                if *t == Tri::Unknown {
-                    notes.extend(w.iter().cloned());
-                }
-            }
-        } else {
-            for (tri, why) in per_subject {
-                if tri != Tri::No && best != Tri::Yes {
-                    if tri == Tri::Unknown && best == Tri::Unknown {
-                        notes.extend(why);
-                    } else {
-                        best = tri;
-                        notes = why;
-                    }
-                }
-            }
-        }
+        let (best, mut notes) = explain_verdict(
+            scene,
+            &Evidence {
+                spec,
+                first,
+                with_context,
+                subjects: &subjects,
+            },
+            e,
+            q,
+            &mut devices,
+        );
         notes.dedup();
         match best {
             Tri::Yes => yes.push((q, e.fix, notes)),
@@ -651,6 +578,29 @@ fn symptom_finding(
         evidence.extend(scene.vmm_quotes.iter().take(2).cloned());
     }
     let group = plan.and_then(|p| scene.group_for(p, subjects.first()));
+    let quirks: Vec<&Quirk> = chosen.iter().map(|(q, _, _)| *q).collect();
+    let fix = symptom_fix(scene, spec, chosen, group, subjects.first());
+    let ids: Vec<String> = quirks.iter().map(|q| q.id.clone()).collect();
+    let title = match (how, ids.first()) {
+        ("confirmed", Some(_)) => format!("{} ({})", spec.title, ids.join(", ")),
+        ("possible", Some(_)) => format!("{} (likely {})", spec.title, ids.join(" or ")),
+        _ => spec.title.clone(),
+    };
+    let f = Finding::new(&format!("log-{}", spec.id), level, title, reason.join(" "))
+        .quirks(ids)
+        .devices(devices)
+        .evidence(evidence);
+    Some(fix.apply(f))
+}
+
+/// The fix of a symptom finding: each kind of fix its chosen quirks call for.
+fn symptom_fix(
+    scene: &Scene<'_>,
+    spec: &super::signatures::Spec,
+    chosen: &[(&Quirk, Option<FixKind>, Vec<String>)],
+    group: Option<&PlanGroup>,
+    subject: Option<&Subject>,
+) -> Fix {
     // Each kind of fix the chosen quirks call for (the row's own when none is named); when the
     // cause is one of several possible ones, each fix says which cause it is for.
     let mut kinds: Vec<(FixKind, Vec<&Quirk>)> = Vec::new();
@@ -665,7 +615,6 @@ fn symptom_finding(
         kinds.push((spec.fix, Vec::new()));
     }
     let mut fix = Fix::default();
-    let quirks: Vec<&Quirk> = chosen.iter().map(|(q, _, _)| *q).collect();
     let several = kinds.len() > 1;
     for (kind, qs) in &kinds {
         let mut part = Fix::default();
@@ -693,7 +642,7 @@ fn symptom_finding(
                     scene.input.script_hint
                 )),
             },
-            FixKind::NoVmm => no_vmm_fix(scene, group, subjects.first(), &mut part),
+            FixKind::NoVmm => no_vmm_fix(scene, group, subject, &mut part),
             FixKind::LegacyPool => legacy_pool_fix(scene, group, &mut part),
             FixKind::Quirk => {
                 quirk_effect_fix(scene, qs, group, &mut part);
@@ -716,17 +665,113 @@ fn symptom_finding(
         fix.flags.extend(part.flags);
         fix.env.extend(part.env);
     }
-    let ids: Vec<String> = quirks.iter().map(|q| q.id.clone()).collect();
-    let title = match (how, ids.first()) {
-        ("confirmed", Some(_)) => format!("{} ({})", spec.title, ids.join(", ")),
-        ("possible", Some(_)) => format!("{} (likely {})", spec.title, ids.join(" or ")),
-        _ => spec.title.clone(),
-    };
-    let f = Finding::new(&format!("log-{}", spec.id), level, title, reason.join(" "))
-        .quirks(ids)
-        .devices(devices)
-        .evidence(evidence);
-    fix.apply(f)
+    fix
+}
+
+/// What one failure shows, for judging the quirks it may be a symptom of.
+struct Evidence<'e> {
+    spec: &'e super::signatures::Spec,
+    /// The hit quoted (a decoded fault: the first block with a status).
+    first: &'e Hit,
+    /// A hit with a `context` line before it, if any.
+    with_context: Option<&'e Hit>,
+    subjects: &'e [Subject],
+}
+
+/// One explained quirk's verdict over the hit's subjects, and what is not known for it.
+fn explain_verdict(
+    scene: &Scene<'_>,
+    ev: &Evidence<'_>,
+    e: &super::signatures::Explain,
+    q: &Quirk,
+    devices: &mut Vec<String>,
+) -> (Tri, Vec<String>) {
+    let (spec, first, with_context, subjects) = (ev.spec, ev.first, ev.with_context, ev.subjects);
+    let implied_vmm = spec.implies.vmm_build;
+    let mut per_subject: Vec<(Tri, Vec<String>)> = Vec::new();
+    for s in subjects {
+        let v = scene.evaluate(q, s, implied_vmm);
+        let mut tri = v.tri;
+        let mut why: Vec<String> = v
+            .why
+            .iter()
+            .filter(|w| w.contains(": unknown"))
+            .map(|w| {
+                w.split(" (")
+                    .next()
+                    .unwrap_or(w)
+                    .replace(": unknown", " unknown")
+            })
+            .collect();
+        if let Some(want) = e.vmm_build {
+            match implied_vmm.or(scene.vmm_build) {
+                Some(have) if have != want => tri = Tri::No,
+                Some(_) => {}
+                None => {
+                    if tri == Tri::Yes {
+                        tri = Tri::Unknown;
+                    }
+                    why.push("whether the VMM pool is compiled in is unknown".into());
+                }
+            }
+        }
+        if let Some(want) = e.fault {
+            match first.fault.as_ref().and_then(|f| f.kind) {
+                Some(have) if have != want => tri = Tri::No,
+                Some(_) => {}
+                None => {
+                    if tri == Tri::Yes {
+                        tri = Tri::Unknown;
+                    }
+                    why.push("the fault's kind (the status word) is not in the log".into());
+                }
+            }
+        }
+        if e.context && with_context.is_none() && tri == Tri::Yes {
+            tri = Tri::Unknown;
+            why.push(format!(
+                "no {} line before it (a debug line: run with -lv 4 or --verbose to see it)",
+                spec.context.join(" / ")
+            ));
+        }
+        if tri == Tri::Yes && !s.label.is_empty() && !devices.contains(&s.label) {
+            devices.push(s.label.clone());
+        }
+        per_subject.push((tri, why));
+    }
+    // Stand-ins for an unknown vendor must agree; real devices: the best verdict counts.
+    let strict = subjects.iter().all(|s| !s.vendor_known);
+    let mut best = Tri::No;
+    let mut notes: Vec<String> = Vec::new();
+    if strict && !per_subject.is_empty() {
+        let first_tri = per_subject[0].0;
+        best = if per_subject.iter().all(|(t, _)| *t == first_tri) {
+            first_tri
+        } else {
+            Tri::Unknown
+        };
+        if best == Tri::Unknown {
+            notes.push("whose GPU it is (no device line names the vendor)".into());
+        }
+        for (t, w) in &per_subject {
+            if *t == Tri::Unknown {
+                notes.extend(w.iter().cloned());
+            }
+        }
+    } else {
+        for (tri, why) in per_subject {
+            if tri != Tri::No && best != Tri::Yes {
+                if tri == Tri::Unknown && best == Tri::Unknown {
+                    notes.extend(why);
+                } else {
+                    best = tri;
+                    notes = why;
+                }
+            }
+        }
+    }
+    notes.dedup();
+    (best, notes)
 }
 
 fn first_label(h: &Hit, scene: &Scene<'_>) -> String {

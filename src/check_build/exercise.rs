@@ -702,7 +702,7 @@ impl Exercise {
                 matches!(d.outcome, Outcome::Hang | Outcome::Crash) || !d.kernel_faults.is_empty()
             })
         {
-            o.push_str("  keep it as a local deny record: gpuprobe quirks record --from <this output as JSON>\n");
+            o.push_str("  keep it as a local deny record: rerun with --json --output exercise.json, then gpuprobe quirks record --from exercise.json\n");
         }
         o.lines().map(|l| neutralise(l) + "\n").collect()
     }

@@ -296,8 +296,8 @@ pub struct CheckBuildArgs {
     /// With --exercise: test-backend-ops `-o` (ops, comma-separated; default MUL_MAT,FLASH_ATTN_EXT).
     #[arg(long, value_name = "LIST", requires = "exercise")]
     pub ops: Option<String>,
-    /// With --exercise: test-backend-ops `-p` (a regex over the test parameters; default: quantized
-    /// MUL_MAT and f16 / q8_0 / q4_0 flash attention with long KV).
+    /// With --exercise: test-backend-ops `-p` (a regex over the test parameters; default: MUL_MAT
+    /// with quantized weights, flash attention with q8_0/q4_0 KV, and with f16 KV of 1024+ tokens).
     #[arg(long, value_name = "REGEX", requires = "exercise")]
     pub params: Option<String>,
     /// Write the JSON document to FILE too (whole, or not at all).

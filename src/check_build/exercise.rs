@@ -322,6 +322,7 @@ pub fn judge_run(
     let mut tested_here = false;
     let mut skipped_here = false;
     let mut section_is_ours = false;
+    let mut description: Option<String> = None;
     for raw in inv.output.lines() {
         let line = strip_ansi(raw);
         if let Some(rest) = line.strip_prefix("Backend ") {
@@ -333,7 +334,11 @@ pub fn judge_run(
         }
         if section_is_ours {
             let l = line.trim();
-            if l.starts_with("Device description:") || l.starts_with("Device memory:") {
+            if let Some(d) = l.strip_prefix("Device description:") {
+                description.get_or_insert_with(|| d.trim().to_string());
+                tested_here = true;
+            }
+            if l.starts_with("Device memory:") {
                 tested_here = true;
             }
             if l.starts_with("Skipping") {
@@ -447,11 +452,13 @@ pub fn judge_run(
     let line = facts.devices.iter().find(|d| device_matches(&t.device, d));
     DeviceResult {
         index: t.index,
-        name: t
-            .name
-            .clone()
-            .or_else(|| line.map(|d| d.name.clone()))
-            .unwrap_or_else(|| t.device.clone()),
+        name: neutralise(
+            &t.name
+                .clone()
+                .or_else(|| line.map(|d| d.name.clone()))
+                .or(description)
+                .unwrap_or_else(|| t.device.clone()),
+        ),
         arch: t
             .arch
             .clone()

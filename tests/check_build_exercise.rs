@@ -498,3 +498,47 @@ fn bad_exercise_inputs_are_exit_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn the_resolver_reads_the_exercise_document() {
+    // What `cmake-flags --from` ingests (src/evidence.rs) reads what --exercise writes.
+    let d = build_dir(&format!("{HEAD}{PASS_TAIL}"));
+    let doc = d.path().join("exercise.json");
+    let out = gp()
+        .args(["check-build", "--exercise", "--build-dir"])
+        .arg(d.path())
+        .args(["--device", "CUDA0", "--llama-build", "11434", "--output"])
+        .arg(&doc)
+        .env("VMM", "yes")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    match gpuprobe::evidence::load_document(&doc).unwrap() {
+        gpuprobe::evidence::Document::Exercise(e) => {
+            assert_eq!(e.binary.vmm, Some(true));
+            assert_eq!(e.binary.build, Some(11434));
+            assert_eq!(e.devices[0].outcome, "pass");
+            assert_eq!(e.devices[0].arch, "sm_90");
+        }
+        other => panic!("read as {other:?}"),
+    }
+    let plan = gp()
+        .args([
+            "cmake-flags",
+            "--targets",
+            "sm_90",
+            "--format",
+            "args",
+            "--from",
+        ])
+        .arg(&doc)
+        .output()
+        .unwrap();
+    assert_eq!(
+        plan.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&plan.stderr)
+    );
+    assert!(String::from_utf8_lossy(&plan.stdout).contains("-DCMAKE_CUDA_ARCHITECTURES=90"));
+}

@@ -582,8 +582,23 @@ fn permission_faults_from_a_vmm_build_on_gfx12_are_q21() {
     let dmesg = kernel("tensorflow-998-gfxhub0-dmesg.txt");
     let r = Case::new(vec![dev.clone(), dmesg.clone()]).judge();
     let f = find(&r, "log-amdgpu-page-fault");
-    assert_eq!(f.level, Level::Warning, "ROCm version unknown: possible");
+    assert_eq!(
+        f.level,
+        Level::Error,
+        "Q21 covers gfx12 on every runtime: confirmed"
+    );
     assert_eq!(f.quirks, ["Q21"], "a VMM build: not Q6");
+    // A legacy-pool gfx12 build with the same faults: not Q21.
+    let legacy = text(
+        "server.log",
+        "ggml_cuda_init: found 1 ROCm devices (Total VRAM: 32624 MiB):\n  Device 0: AMD Radeon AI PRO R9700, gfx1201 (0x1201), VMM: no, Wave Size: 32, VRAM: 32624 MiB\nsystem_info: n_threads = 8 | ROCm : NO_VMM = 1 | \n",
+    );
+    let r = Case::new(vec![legacy, dmesg.clone()]).judge();
+    assert!(
+        !find(&r, "log-amdgpu-page-fault")
+            .quirks
+            .contains(&"Q21".to_string())
+    );
     // On the reporter's kind of machine (ROCm 7.2, smoke test hung): confirmed.
     let m = r9700("7.2.26015", SmokeOutcome::Hang);
     let r = Case::new(vec![dev, dmesg]).on(&m).judge();
@@ -598,7 +613,8 @@ fn permission_faults_from_a_vmm_build_on_gfx12_are_q21() {
 }
 
 #[test]
-fn nvidia_xid_8_is_not_claimed_for_q16_on_another_driver() {
+fn nvidia_xid_8_is_q16_from_driver_595_84_on() {
+    // llama.cpp#27102's event: llama-server on an RTX 5090 with driver 610.57.04.
     let log = kernel("llama-27102-nvidia-xid8-journal.txt");
     let mut gpu = device(
         0,
@@ -611,26 +627,27 @@ fn nvidia_xid_8_is_not_claimed_for_q16_on_another_driver() {
     let m = machine(vec![gpu], None, "linux");
     let r = Case::new(vec![log.clone()]).on(&m).judge();
     let f = find(&r, "log-nvidia-xid-8");
-    assert!(
-        f.quirks.is_empty(),
-        "driver 610.57 is not Q16's 595.84: {:?}",
-        f.quirks
-    );
+    assert_eq!(f.level, Level::Error);
+    assert_eq!(f.quirks, ["Q16"]);
+    assert_eq!(f.env, ["GGML_CUDA_DISABLE_GRAPHS=1"]);
     assert!(quoted(f)[0].contains("NVRM: Xid (PCI:0000:01:00): 8, pid=709378, name=llama-server"));
-    // On driver 595.84 with an sm_120 GPU: Q16, with its runtime advice.
+    // On a driver before 595.84 the same line is not claimed for Q16.
     let mut gpu = device(
         0,
         Backend::Cuda,
-        "NVIDIA GeForce RTX 5090 Laptop GPU",
+        "NVIDIA GeForce RTX 5090",
         "sm_120",
         SmokeOutcome::Pass,
     );
-    gpu.driver_version = Some("595.84".into());
+    gpu.driver_version = Some("580.159.04".into());
     let m = machine(vec![gpu], None, "linux");
-    let r = Case::new(vec![log]).on(&m).judge();
+    let r = Case::new(vec![log.clone()]).on(&m).judge();
     let f = find(&r, "log-nvidia-xid-8");
-    assert_eq!(f.quirks, ["Q16"]);
-    assert_eq!(f.env, ["GGML_CUDA_DISABLE_GRAPHS=1"]);
+    assert!(f.quirks.is_empty(), "{:?}", f.quirks);
+    assert_eq!(f.level, Level::Warning);
+    // Alone (no machine): possible.
+    let r = Case::new(vec![log]).judge();
+    assert!(find(&r, "log-nvidia-xid-8").title.contains("likely Q16"));
 }
 
 #[test]
@@ -650,67 +667,72 @@ fn other_xids_are_reported_with_the_record_command() {
 
 #[test]
 fn a_no_vmm_build_on_a_vmm_capable_device_quotes_its_evidence() {
-    // Q2's seed: `NO_VMM = 1` on an R9700 whose smoke test passed here.
-    let m = r9700("7.14.0", SmokeOutcome::Pass);
-    let r = Case::new(vec![llama("lemonade-87-r9700-no-vmm.txt")])
-        .on(&m)
-        .build(10001)
+    // Q2's seed: a device line `VMM: no` (the H200 legacy-pool build of this repository's own
+    // e2e capture) on a device whose probe says VMM is supported and whose smoke test passed.
+    let h200 = machine(
+        vec![device(
+            0,
+            Backend::Cuda,
+            "NVIDIA H200",
+            "sm_90",
+            SmokeOutcome::Pass,
+        )],
+        None,
+        "linux",
+    );
+    let r = Case::new(vec![llama("h200-b11434-legacy-test-backend-ops.txt")])
+        .on(&h200)
+        .build(11434)
         .judge();
     let f = find(&r, "vmm-compiled-out");
     assert_eq!(f.level, Level::Warning);
-    assert_eq!(f.flags, ["-DGGML_HIP_NO_VMM=OFF"]);
+    assert_eq!(f.flags, ["-DGGML_CUDA_NO_VMM=OFF"]);
     assert!(
-        quoted(f)[0].contains("ROCm : NO_VMM = 1"),
+        quoted(f)[0].contains("Device 0: NVIDIA H200, compute capability 9.0, VMM: no"),
         "{:?}",
         quoted(f)
     );
-    // Without a measured device, the same build is only a note.
-    let r = Case::new(vec![llama("lemonade-87-r9700-no-vmm.txt")])
-        .build(10001)
+    // Without the machine, `VMM: no` alone cannot tell compiled-out from unsupported: a note.
+    let r = Case::new(vec![llama("h200-b11434-legacy-test-backend-ops.txt")])
+        .build(11434)
         .judge();
     assert!(
-        r.findings
-            .iter()
-            .all(|f| f.id != "vmm-compiled-out" || f.level == Level::Info)
+        r.findings.iter().all(|f| f.level == Level::Info),
+        "{}",
+        check_build::render(&r)
     );
 }
 
 #[test]
 fn multi_gpu_warning_needs_a_split_run_and_a_covered_architecture() {
-    let two = machine(
-        vec![
-            device(
-                0,
-                Backend::Hip,
-                "AMD Radeon RX 7900 XTX",
-                "gfx1100",
-                SmokeOutcome::Pass,
-            ),
-            device(
-                1,
-                Backend::Hip,
-                "AMD Radeon RX 7900 XTX",
-                "gfx1100",
-                SmokeOutcome::Pass,
-            ),
-        ],
-        Some("6.4.1"),
-        "linux",
+    let pair = |name: &str, arch: &str| {
+        machine(
+            vec![
+                device(0, Backend::Hip, name, arch, SmokeOutcome::Pass),
+                device(1, Backend::Hip, name, arch, SmokeOutcome::Pass),
+            ],
+            Some("6.4.1"),
+            "linux",
+        )
+    };
+    // Q7 covers Radeon VII, RDNA 2 and RDNA 4 pairs. Devices listed, no run: a note.
+    let rdna2 = pair("AMD Radeon RX 6900 XT", "gfx1030");
+    let listing = text(
+        "server.log",
+        "ggml_cuda_init: found 2 ROCm devices:\n  Device 0: AMD Radeon RX 6900 XT, gfx1030 (0x1030), VMM: no, Wave Size: 32\n  Device 1: AMD Radeon RX 6900 XT, gfx1030 (0x1030), VMM: no, Wave Size: 32\n",
     );
-    // Devices listed, no run: a note.
-    let listing = llama("lemonade-2319-rocm-7900xtx-device-info.txt");
     let r = Case::new(vec![listing.clone()])
-        .on(&two)
+        .on(&rdna2)
         .build(10000)
         .judge();
     assert_eq!(find(&r, "quirk-Q7").level, Level::Info);
     // The same with a run split across ROCm0 and ROCm1 (llama.cpp#16725's buffer lines): a
     // warning, and the flag it asks for is in the plan line.
     let r = Case::new(vec![
-        listing.clone(),
+        listing,
         llama("llama-16725-rocm-split-run-buffers.txt"),
     ])
-    .on(&two)
+    .on(&rdna2)
     .build(10000)
     .judge();
     let q7 = find(&r, "quirk-Q7");
@@ -723,7 +745,19 @@ fn multi_gpu_warning_needs_a_split_run_and_a_covered_architecture() {
         "{:?}",
         quoted(q7)
     );
-    // A split run on NVIDIA GPUs: Q7 (AMD) does not cover them.
+    // A split run on RDNA 3 (lemonade #2319's 7900 XTX pair): Q7 does not cover gfx1100, so no
+    // peer-copy warning, only the split-mode advice every AMD multi-GPU process gets.
+    let rdna3 = pair("AMD Radeon RX 7900 XTX", "gfx1100");
+    let r = Case::new(vec![
+        llama("lemonade-2319-rocm-7900xtx-device-info.txt"),
+        llama("llama-16725-rocm-split-run-buffers.txt"),
+    ])
+    .on(&rdna3)
+    .build(10000)
+    .judge();
+    assert!(!has(&r, "quirk-Q7"), "{}", check_build::render(&r));
+    assert!(has(&r, "quirk-Q7-split"));
+    // A split run on NVIDIA GPUs: no AMD quirk.
     let h200s = machine(
         vec![
             device(0, Backend::Cuda, "NVIDIA H200", "sm_90", SmokeOutcome::Pass),
@@ -742,7 +776,7 @@ fn multi_gpu_warning_needs_a_split_run_and_a_covered_architecture() {
     ])
     .on(&h200s)
     .judge();
-    assert!(!has(&r, "quirk-Q7"));
+    assert!(!has(&r, "quirk-Q7") && !has(&r, "quirk-Q7-split"));
 }
 
 #[test]
@@ -751,7 +785,7 @@ fn the_plan_line_has_the_flag_the_log_asks_for_without_a_machine() {
     // run was split, but the log shows it, so the plan line gets NO_PEER_COPY and Q7's fix is it.
     let devices = text(
         "server.log",
-        "ggml_cuda_init: found 2 ROCm devices:\n  Device 0: AMD Radeon RX 7900 XTX, gfx1100 (0x1100), VMM: no, Wave Size: 32\n  Device 1: AMD Radeon RX 7900 XTX, gfx1100 (0x1100), VMM: no, Wave Size: 32\n",
+        "ggml_cuda_init: found 2 ROCm devices:\n  Device 0: AMD Radeon RX 9070 XT, gfx1201 (0x1201), VMM: no, Wave Size: 32\n  Device 1: AMD Radeon RX 9070 XT, gfx1201 (0x1201), VMM: no, Wave Size: 32\n",
     );
     let r = Case::new(vec![
         devices,
@@ -771,7 +805,7 @@ fn the_plan_line_has_the_flag_the_log_asks_for_without_a_machine() {
     );
     let human = check_build::render(&r);
     assert!(
-        human.contains("gpuprobe would build (gfx1100): ")
+        human.contains("gpuprobe would build (gfx1201): ")
             && human.contains("-DGGML_CUDA_NO_PEER_COPY=ON")
     );
 }

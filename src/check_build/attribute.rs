@@ -95,12 +95,14 @@ impl Scene<'_> {
         }
         let build = self.input.build.value;
         let (mut tri, mut why) = q.evaluate(&self.context(s, vmm, build));
+        let fixed = q.fixed_in.as_ref().and_then(|f| f.llama_build);
         if build.is_none()
             && (self.min_build.is_some() || self.max_build.is_some())
-            && let Some(range) = &q.when.llama_builds
+            && (q.when.llama_builds.is_some() || fixed.is_some())
         {
-            // The build lies in [lo, hi]: the range condition holds when both ends are in it,
-            // fails when neither end nor any bound of the range between them is.
+            // The build lies in [lo, hi]: a build condition holds when it holds at both ends,
+            // and fails when it fails at both ends and at every bound (range ends, the fixed
+            // build) between them.
             let (lo, hi) = (
                 self.min_build.unwrap_or(1),
                 self.max_build.unwrap_or(u64::MAX / 4),
@@ -108,12 +110,18 @@ impl Scene<'_> {
             let bound = |v: &Option<crate::version::Version>| -> Option<u64> {
                 v.as_ref().and_then(|v| v.to_string().parse().ok())
             };
+            let range = q.when.llama_builds.as_ref();
             let mut points = vec![lo, hi];
             points.extend(
-                [bound(&range.min), bound(&range.max)]
-                    .into_iter()
-                    .flatten()
-                    .filter(|p| (lo..=hi).contains(p)),
+                [
+                    range.and_then(|r| bound(&r.min)),
+                    range.and_then(|r| bound(&r.max)),
+                    fixed,
+                    fixed.map(|f| f.saturating_sub(1)),
+                ]
+                .into_iter()
+                .flatten()
+                .filter(|p| (lo..=hi).contains(p)),
             );
             let verdicts: Vec<(Tri, Vec<String>)> = points
                 .iter()
@@ -235,6 +243,7 @@ pub fn adjust_plan(scene: &Scene<'_>, plan: &mut Plan, llama: &LlamaTarget) {
                         value: value.clone(),
                         reason: format!("{}: {} (conditions shown by the input)", q.id, q.title),
                         quirks: vec![q.id.clone()],
+                        lift: None,
                     });
                 }
             }
@@ -826,6 +835,7 @@ pub fn condition_findings(
         }
         let legacy_advice = q.when.vmm_build == Some(false)
             && q.when.llama_builds.is_none()
+            && q.fixed_in.as_ref().is_none_or(|f| f.llama_build.is_none())
             && e.env.is_empty()
             && e.set.is_empty();
         if legacy_advice && skip_legacy_advice {
@@ -910,7 +920,8 @@ fn quirk_finding(
     if q.when.vmm_build.is_some() {
         evidence.extend(scene.vmm_quotes.iter().take(1).cloned());
     }
-    if q.when.llama_builds.is_some()
+    if (q.when.llama_builds.is_some()
+        || q.fixed_in.as_ref().is_some_and(|x| x.llama_build.is_some()))
         && let Some(l) = f.version.line.as_deref().and_then(|l| input.corpus.find(l))
     {
         evidence.push(l);

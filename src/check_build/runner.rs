@@ -123,7 +123,11 @@ pub fn run(binary: &Path, args: &[&str], timeout: Duration) -> Invocation {
         };
     }
     let cmd = output_command(binary, args, &out_path);
+    // Timed here: the program's stdout goes to the file, so the orchestrator's clock (which stops
+    // when stdout closes) would stop at the exec.
+    let started = std::time::Instant::now();
     let outcome = orchestrator::run(cmd, timeout);
+    let elapsed = started.elapsed();
     let mut output = String::new();
     if let Ok(f) = std::fs::File::open(&out_path) {
         let mut bytes = Vec::new();
@@ -165,7 +169,7 @@ pub fn run(binary: &Path, args: &[&str], timeout: Duration) -> Invocation {
         exit_code,
         signal,
         timed_out,
-        elapsed_ms: outcome.elapsed.as_millis() as u64,
+        elapsed_ms: elapsed.as_millis() as u64,
         output_tail,
         output,
     }

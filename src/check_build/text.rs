@@ -4,24 +4,12 @@
 /// Longest quoted line kept, in characters; the rest is cut with `…`.
 pub const MAX_QUOTE: usize = 400;
 
-/// `s` with every control character (C0, DEL, C1), and the Unicode bidirectional overrides that
-/// can reorder what a terminal shows, written as a visible escape (`\x1b`, `\t`, `\u{202e}`).
-/// Escaping is idempotent: neutralised text passes through unchanged.
+/// `s` with every control character (C0, DEL, C1), the line separators and the bidirectional
+/// controls that can reorder what a terminal shows, written as a visible escape (`\x1b`, `\t`,
+/// `\u{202e}`): the project's one-line neutraliser ([`crate::neutral::inline`]). Escaping is
+/// idempotent: neutralised text passes through unchanged.
 pub fn neutralise(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            '\u{80}'..='\u{9f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
-                out.push_str(&format!("\\u{{{:x}}}", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out
+    crate::neutral::inline(s).into_owned()
 }
 
 /// `s` cut to `max` characters, with `…` when cut.
@@ -40,7 +28,7 @@ mod tests {
     fn control_characters_become_visible() {
         assert_eq!(neutralise("a\x1b[31mred\x07"), "a\\x1b[31mred\\x07");
         assert_eq!(neutralise("tab\there"), "tab\\there");
-        assert_eq!(neutralise("cr\rlf\n"), "cr\\x0dlf\\x0a");
+        assert_eq!(neutralise("cr\rlf\n"), "cr\\rlf\\n");
         assert_eq!(neutralise("x\u{9b}31m"), "x\\u{9b}31m");
         assert_eq!(neutralise("abc\u{202e}cba"), "abc\\u{202e}cba");
         assert_eq!(neutralise("plain: ünïcode"), "plain: ünïcode");

@@ -244,30 +244,9 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
     Ok(report.summary.exit_code)
 }
 
-/// Writes `text` to `path` through a temporary file in the same folder: whole, or not at all.
+/// Writes `text` to `path` whole, or not at all.
 fn write_whole(path: &Path, text: &str) -> Result<(), crate::Error> {
-    let shown = path.display().to_string();
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_else(|| "output".into());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let fail = |e: std::io::Error| {
-        crate::Error::input(
-            format!("--output {shown}"),
-            format!("cannot write: {e}"),
-            "pass a path in a folder you can write to",
-        )
-    };
-    std::fs::write(&tmp, text).map_err(fail)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        fail(e)
-    })
+    crate::files::write_atomic(path, text.as_bytes(), "--output")
 }
 
 /// `check-build --exercise`: run test-backend-ops on each device and judge it.

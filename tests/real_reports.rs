@@ -333,6 +333,9 @@ fn validate(id: &str, dir: &Path, c: &Case, proposals: &str) -> Vec<String> {
     if c.expect.status != Score::Right && c.expect.gap.is_none() {
         e.push("a case not scored right says what is missing (expect.gap)".into());
     }
+    if c.expect.status == Score::Right && c.expect.gap.is_some() {
+        e.push("a case scored right has nothing missing: drop expect.gap".into());
+    }
     let uses_log = c
         .expect
         .must
@@ -801,23 +804,27 @@ fn splice(text: &str, block: &str) -> Option<String> {
     Some(format!("{}{}{}", &text[..a], block, &text[b..]))
 }
 
-/// Sets `status = "..."` in the [expect] table of a case.toml, keeping everything else.
+/// Sets `status = "..."` in the [expect] table of a case.toml, keeping everything else; a case
+/// raised to right loses its (one-line) `gap`.
 fn raise_status(path: &Path, to: Score) {
     let text = std::fs::read_to_string(path).expect("case.toml readable");
     let mut in_expect = false;
     let mut done = false;
     let lines: Vec<String> = text
         .lines()
-        .map(|line| {
+        .filter_map(|line| {
             let t = line.trim_start();
             if t.starts_with('[') {
                 in_expect = t.starts_with("[expect]");
             }
             if in_expect && !done && t.starts_with("status") && t.contains('=') {
                 done = true;
-                return format!("status = \"{to}\"");
+                return Some(format!("status = \"{to}\""));
             }
-            line.to_string()
+            if in_expect && to == Score::Right && t.starts_with("gap") && t.contains('=') {
+                return None;
+            }
+            Some(line.to_string())
         })
         .collect();
     assert!(done, "{}: no status line in [expect]", path.display());

@@ -522,6 +522,15 @@ fn symptom_finding(
     if let Some(a) = &spec.advice {
         reason.push(a.clone());
     }
+    // A build or load error that names an architecture: what builds it, from the target table.
+    if matches!(spec.class, Class::BuildError | Class::LoadError)
+        && let Some(q) = first.quotes.first()
+    {
+        reason.extend(super::named_targets::toolkit_sentences(
+            &q.text,
+            &scene.knowledge().targets,
+        ));
+    }
     if let Some(fault) = &first.fault {
         reason.push(format!("Decoded: {}.", fault.describe()));
         let pages = consecutive_pages(hits);

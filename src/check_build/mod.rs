@@ -11,6 +11,7 @@ pub mod elf;
 pub mod exercise;
 pub mod judge;
 pub mod kernel;
+pub mod named_targets;
 pub mod parse;
 pub mod runner;
 pub mod signatures;

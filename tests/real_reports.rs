@@ -422,9 +422,26 @@ fn run(args: &[String], env: &BTreeMap<String, String>) -> Output {
     }
 }
 
+/// Whether this gpuprobe can declare one machine's GPUs (`cmake-flags --machine`); without it a
+/// machine's GPUs are given as targets, and quirks that depend on the set of GPUs stay "may apply".
+fn machine_option() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| {
+        let out = common::gpuprobe()
+            .args(["cmake-flags", "--help"])
+            .output()
+            .expect("gpuprobe runs");
+        String::from_utf8_lossy(&out.stdout).contains("--machine")
+    })
+}
+
 fn plan_args(f: &Facts) -> Vec<String> {
     let mut a: Vec<String> = vec!["cmake-flags".into()];
-    a.push("--targets".into());
+    a.push(if f.machine && machine_option() {
+        "--machine".into()
+    } else {
+        "--targets".into()
+    });
     a.push(f.archs.join(","));
     if let Some(v) = &f.rocm {
         a.extend(["--rocm".into(), v.clone()]);

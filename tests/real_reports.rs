@@ -1096,3 +1096,58 @@ fn arch_entries_match_with_real_and_virtual_suffixes_only() {
     assert!(!arch_entry_matches("1201", "120*"));
     assert!(arch_entry_matches("gfx1152", "gfx1152"));
 }
+
+/// Signature rows whose failure has no case in the suite (the reports are not llama.cpp logs, or
+/// have no confirmed resolution): the lines their sources quote are recognised, on the right line.
+#[test]
+fn rows_without_a_case_match_the_lines_their_sources_quote() {
+    let rows: &[(&str, &str, &str, u64)] = &[
+        // https://github.com/NVIDIA/TensorRT-LLM/issues/3173 (CMake 3.24 and an `a` suffix)
+        (
+            "log-cmake-cuda-architectures-invalid",
+            "-- GPU architectures: 80;86;89;90\nCMake Error at cmake-3.24.1/share/cmake-3.24/Modules/CMakeDetermineCUDACompiler.cmake:279 (message):\n  CMAKE_CUDA_ARCHITECTURES:\n    80-real;86-real;89-real;90a-real\n  is not one of the following:\n",
+            "CMAKE_CUDA_ARCHITECTURES",
+            2,
+        ),
+        // https://github.com/bycloudai/instant-ngp-Windows/issues/4
+        (
+            "log-cmake-cuda-architectures-invalid",
+            "CMake Error at E:/Software/cmake/share/cmake-3.23/Modules/CMakeDetermineCUDACompiler.cmake:311 (message):\n  CMAKE_CUDA_ARCHITECTURES must be valid if set.\n",
+            "CMAKE_CUDA_ARCHITECTURES",
+            1,
+        ),
+        // https://github.com/ollama/ollama/issues/6997
+        (
+            "log-cuda-kernel-image-invalid",
+            "Error: llama runner process has terminated: CUDA error: device kernel image is invalid current device: 0, in function ggml_cuda_compute_forward at C:\\a\\ollama\\ollama/llm/llama.cpp/ggml/src/ggml-cuda.cu:2326\n",
+            "driver",
+            1,
+        ),
+    ];
+    for (id, text, says, line) in rows {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = dir.path().join("log.txt");
+        std::fs::write(&log, text).expect("log written");
+        let out = run(
+            &[
+                "check-build".into(),
+                "--no-probe".into(),
+                "--json".into(),
+                "--log".into(),
+                log.display().to_string(),
+            ],
+            &BTreeMap::new(),
+        );
+        let json = out.json.expect("check-build prints JSON");
+        let f = problem_findings(&json)
+            .into_iter()
+            .find(|f| str_field(f, "id") == *id)
+            .unwrap_or_else(|| panic!("{id} not found in {json}"));
+        assert!(finding_text(f).contains(&lower(says)), "{id}: {f}");
+        assert!(
+            cites_line(f, *line, false),
+            "{id} does not cite line {line}: {f}"
+        );
+        assert_eq!(out.exit, Some(1), "{id}");
+    }
+}

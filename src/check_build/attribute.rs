@@ -182,7 +182,10 @@ impl Scene<'_> {
             line: None,
             vendor_known: known,
         };
-        match vendor.or(self.backend.map(|b| b.vendor())) {
+        match vendor
+            .or(self.backend.map(|b| b.vendor()))
+            .or_else(|| vendor_named_by(hit))
+        {
             Some(v) => vec![stand_in(v, true)],
             None => vec![
                 stand_in(Vendor::Amd, false),
@@ -429,6 +432,19 @@ fn legacy_pool_fix(scene: &Scene<'_>, group: Option<&PlanGroup>, fix: &mut Fix) 
         );
     }
     fix.text.push(advice.join("; "));
+}
+
+/// The vendor a hit line names by ggml-cuda's error prefix (`ROCm error:`, `HipVMM Failure`,
+/// `CUDA error:`), for logs with no device line.
+fn vendor_named_by(hit: &Hit) -> Option<Vendor> {
+    let line = &hit.quotes.first()?.text;
+    if line.contains("ROCm error") || line.contains("HipVMM Failure") {
+        Some(Vendor::Amd)
+    } else if line.contains("CUDA error") {
+        Some(Vendor::Nvidia)
+    } else {
+        None
+    }
 }
 
 /// One finding per signature and input, for every failure the input shows.

@@ -363,7 +363,9 @@ fn no_vmm_fix(
         })
     }) else {
         fix.text.push(format!(
-            "rebuild with the VMM pool compiled out ({})",
+            "rebuild with the VMM pool compiled out ({}=ON for a CUDA build, {}=ON for a HIP build; {} writes the whole build)",
+            vmm_flag(Backend::Cuda),
+            vmm_flag(Backend::Hip),
             scene.input.script_hint
         ));
         return;
@@ -434,17 +436,12 @@ fn legacy_pool_fix(scene: &Scene<'_>, group: Option<&PlanGroup>, fix: &mut Fix) 
     fix.text.push(advice.join("; "));
 }
 
-/// The vendor a hit line names by ggml-cuda's error prefix (`ROCm error:`, `HipVMM Failure`,
-/// `CUDA error:`), for logs with no device line.
+/// AMD, when a hit line names it by a prefix only HIP builds print (`ROCm error:`, `HipVMM
+/// Failure`), for logs with no device line. `CUDA error:` names nothing: HIP builds printed it
+/// too before the backend was renamed.
 fn vendor_named_by(hit: &Hit) -> Option<Vendor> {
     let line = &hit.quotes.first()?.text;
-    if line.contains("ROCm error") || line.contains("HipVMM Failure") {
-        Some(Vendor::Amd)
-    } else if line.contains("CUDA error") {
-        Some(Vendor::Nvidia)
-    } else {
-        None
-    }
+    (line.contains("ROCm error") || line.contains("HipVMM Failure")).then_some(Vendor::Amd)
 }
 
 /// One finding per signature and input, for every failure the input shows.

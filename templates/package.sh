@@ -47,13 +47,25 @@ ole32.dll oleaut32.dll ws2_32.dll mswsock.dll bcrypt.dll ncrypt.dll crypt32.dll 
 shlwapi.dll version.dll winmm.dll iphlpapi.dll psapi.dll dbghelp.dll comdlg32.dll comctl32.dll
 userenv.dll cfgmgr32.dll setupapi.dll rpcrt4.dll imm32.dll powrprof.dll winhttp.dll wininet.dll
 normaliz.dll wintrust.dll dxgi.dll d3d12.dll dxcore.dll ucrtbase.dll"
-lower() { printf '%s' "$1" | tr 'A-Z' 'a-z'; }
+lower() { printf '%s' "$1" | tr '[:upper:]' '[:lower:]'; }
 in_words() { case " $(printf '%s' "$2" | tr '\n' ' ') " in *" $1 "*) return 0 ;; esac; return 1; }
 never_bundle() {
     local n
     n=$(lower "$1")
     case "$n" in api-ms-win-* | ext-ms-*) return 0 ;; esac
     in_words "$1" "$LINUX_BASE" || in_words "$n" "$WINDOWS_BASE" || in_words "$n" "$(lower "${GPUPROBE_DRIVER_LIBS:-}")"
+}
+pe_imports() { # FILE -> one imported DLL name a line (same readers as templates/self-check.sh)
+    if command -v objdump >/dev/null 2>&1 && objdump -p "$1" >/dev/null 2>&1; then
+        objdump -p "$1" | sed -n 's/^[[:space:]]*DLL Name: *//p'
+    elif command -v llvm-objdump >/dev/null 2>&1; then
+        llvm-objdump -p "$1" | sed -n 's/^[[:space:]]*DLL Name: *//p'
+    elif command -v dumpbin >/dev/null 2>&1; then
+        dumpbin /nologo /dependents "$1" | awk '/has the following dependencies/ { on = 1; next } on && /^ *$/ { if (seen) exit; next } on { seen = 1; sub(/^ +/, ""); print }'
+    else
+        echo "package: no objdump, llvm-objdump or dumpbin to read import tables" >&2
+        return 3
+    fi | tr -d '\r'
 }
 split() { printf '%s' "$1" | tr ';' '\n' | sed '/^[[:space:]]*$/d'; }
 unix_path() { if [ "$os" = windows ] && command -v cygpath >/dev/null 2>&1; then cygpath -u "$1"; else printf '%s' "$1"; fi; }
@@ -110,13 +122,21 @@ find_in_runtime() { # NAME-GLOB -> first match
         find "$d" -maxdepth 1 -iname "$1" \( -type f -o -type l \) -print 2>/dev/null
     done | head -n 1
 }
+# A Linux library goes in under its SONAME (the name the loader asks for), once.
+soname_of() {
+    local n=""
+    [ "$os" = linux ] && n=$(readelf -dW "$1" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+    printf '%s' "${n:-${1##*/}}"
+}
 while IFS= read -r g; do
-    hit=$(find_in_runtime "$g")
-    if [ -z "$hit" ]; then
-        echo "package: $g (GPUPROBE_BUNDLE_EXTRA) is in none of: ${runtime_dirs[*]:-no runtime directories}" >&2
-        exit 1
+    hits=$(for d in "${runtime_dirs[@]}"; do find "$d" -maxdepth 1 -iname "$g" \( -type f -o -type l \) 2>/dev/null; done)
+    if [ -z "$hits" ]; then
+        echo "package: note: $g (GPUPROBE_BUNDLE_EXTRA) is in none of: ${runtime_dirs[*]:-no runtime directories}"
+        continue
     fi
-    bundle "$hit" "${hit##*/}" || true
+    while IFS= read -r hit; do
+        bundle "$hit" "$(soname_of "$hit")" || true
+    done <<< "$hits"
 done < <(split "${GPUPROBE_BUNDLE_EXTRA:-}")
 
 # 3. Every library the programs need that is neither in the package nor from the base system or
@@ -134,7 +154,7 @@ if [ "$os" = linux ]; then
     for _round in 1 2 3 4 5 6 7 8; do
         added=0
         for f in "$pkg"/*; do
-            [ -f "$f" ] && [ ! -L "$f" ] || continue
+            if [ ! -f "$f" ] || [ -L "$f" ]; then continue; fi
             [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] || continue
             while IFS= read -r line; do
                 case "$line" in *' => '*) ;; *) continue ;; esac
@@ -155,7 +175,7 @@ else
     for _round in 1 2 3 4 5 6 7 8; do
         added=0
         while IFS= read -r -d '' f; do
-            imports=$(objdump -p "$f" 2>/dev/null | sed -n 's/^[[:space:]]*DLL Name: *//p' | tr -d '\r' || true)
+            imports=$(pe_imports "$f" || true)
             while IFS= read -r dll; do
                 [ -n "$dll" ] || continue
                 find "$pkg" -maxdepth 1 -iname "$dll" | grep -q . && continue
@@ -171,10 +191,32 @@ else
         [ "$added" -eq 1 ] || break
     done
 fi
+# The toolkit's own libraries may look for each other in its directory layout (e.g.
+# $ORIGIN/rocm_sysdeps/lib); flat in the package they must look next to themselves.
+if [ "$os" = linux ] && [ -n "$bundled" ]; then
+    if command -v patchelf >/dev/null 2>&1; then
+        while IFS=$'\t' read -r n _; do
+            # shellcheck disable=SC2016 # the literal text $ORIGIN, for the loader
+            [ -z "$n" ] || patchelf --set-rpath '$ORIGIN' "$pkg/$n"
+        done <<< "$bundled"
+        echo "package: RUNPATH \$ORIGIN set on the bundled libraries (patchelf)"
+    else
+        echo "package: no patchelf: the bundled libraries keep their own RUNPATH"
+    fi
+fi
 if [ -n "$missing" ]; then
     echo "package: cannot find ${missing% } in the build or in: ${runtime_dirs[*]:-no runtime directories}" >&2
     echo "package: the self-check will fail; set GPUPROBE_RUNTIME_DIRS to the toolkit's library directories" >&2
 fi
+
+status=0
+while IFS= read -r g; do
+    if ! find "$pkg" -maxdepth 1 -iname "$g" | grep -q .; then
+        echo "package: nothing matching $g (GPUPROBE_BUNDLE_EXPECT) was bundled" >&2
+        status=1
+    fi
+done < <(split "${GPUPROBE_BUNDLE_EXPECT:-}")
+[ "$status" -eq 0 ] || exit 1
 
 # 4. Data folders (kernel libraries) next to the library that reads them, for the built targets.
 targets=" $(printf '%s' "${GPUPROBE_TARGETS:-}" | tr ';,' '  ') "
@@ -218,7 +260,7 @@ cp "$src/LICENSE" "$pkg/LICENSE"
 glibc=""
 if [ "$os" = linux ]; then
     needs=$(for f in "$pkg"/*; do
-        [ -f "$f" ] && [ ! -L "$f" ] || continue
+        if [ ! -f "$f" ] || [ -L "$f" ]; then continue; fi
         readelf -VW "$f" 2>/dev/null | awk '
             /Version needs section/ { on = 1; next }
             /Version (definition|symbols) section/ { on = 0 }

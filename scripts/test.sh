@@ -60,9 +60,16 @@ done
 step "llama.cpp option table is what the real sources say"
 python3 scripts/gen-llama-options.py --src "$GPUPROBE_LLAMA_SOURCES" --check
 
-step "a small real llama.cpp CPU build, for check-build"
+step "small real llama.cpp CPU builds: static for check-build; with a release workflow's flags, packed, for the self-check"
 bash scripts/build-llama-cpu.sh "$GPUPROBE_LLAMA_SOURCES/11434" "$GPUPROBE_CACHE/llama-cpu-11434"
 export GPUPROBE_LLAMA_CPU_BIN="$GPUPROBE_CACHE/llama-cpu-11434/bin/llama-completion"
+cargo build --locked --quiet --bin gpuprobe
+package_flags=$(target/debug/gpuprobe workflow --targets sm_90 --cuda 13.0 --os linux --llama-ref b11434 2>/dev/null \
+    | sed -n 's/^ *GPUPROBE_PACKAGE_ARGS: "\(.*\)"$/\1/p' | head -n 1)
+[ -n "$package_flags" ] || { echo "no GPUPROBE_PACKAGE_ARGS in the generated workflow"; exit 1; }
+read -r -a package_flags <<< "$package_flags"
+bash scripts/build-llama-cpu.sh --package "$GPUPROBE_LLAMA_SOURCES/11434" "$GPUPROBE_CACHE/llama-cpu-11434-release" "${package_flags[@]}"
+export GPUPROBE_LLAMA_CPU_PACKAGES="$GPUPROBE_CACHE/llama-cpu-11434-release/pkg"
 
 step "cargo test"
 cargo test --locked --no-fail-fast 2>&1 | tee "$GPUPROBE_CACHE/cargo-test.log"

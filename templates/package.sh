@@ -67,7 +67,7 @@ pe_imports() { # FILE -> one imported DLL name a line (same readers as templates
         return 3
     fi | tr -d '\r'
 }
-split() { printf '%s' "$1" | tr ';' '\n' | sed '/^[[:space:]]*$/d'; }
+split() { printf '%s\n' "$1" | tr ';' '\n' | sed '/^[[:space:]]*$/d'; }
 unix_path() { if [ "$os" = windows ] && command -v cygpath >/dev/null 2>&1; then cygpath -u "$1"; else printf '%s' "$1"; fi; }
 
 mkdir -p "$out"
@@ -167,7 +167,7 @@ if [ "$os" = linux ]; then
                     continue
                 fi
                 bundle "$path" "$lib" && added=1
-            done < <(LD_LIBRARY_PATH="$search${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$interp" --list "$f" 2>/dev/null || true)
+            done < <(LD_TRACE_LOADED_OBJECTS=1 LD_LIBRARY_PATH="$search${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$interp" "$f" 2>/dev/null || true)
         done
         [ "$added" -eq 1 ] || break
     done

@@ -10,7 +10,7 @@
 # with LICENSE and llama-cli in it.
 # - Linux: every program, and every library that nothing in the package links (a backend module
 #   that ggml loads at run time), is handed to the system's own dynamic loader with its cache
-#   switched off (ld.so --inhibit-cache --list): each library it resolves must lie inside the
+#   switched off (LD_TRACE_LOADED_OBJECTS=1 ld.so --inhibit-cache): each library it resolves must lie inside the
 #   package, or be on the allow-list below; GPU driver libraries may also be missing here.
 # - Windows: the import table of every .exe and .dll (objdump -p, llvm-objdump -p or dumpbin
 #   /dependents) must name DLLs that are in the package, Windows system DLLs or driver DLLs.
@@ -201,7 +201,8 @@ check_linux() {
     [ -n "$driver_dir" ] && env_cmd+=("LD_LIBRARY_PATH=$driver_dir")
     local seen=" " root out line lib path real bad system_libs=" "
     for root in "${roots[@]}"; do
-        out=$("${env_cmd[@]}" "$interp" --inhibit-cache --list "$root" 2>&1)
+        # ld.so --list stops at the first missing library of a shared object; the trace lists all.
+        out=$("${env_cmd[@]}" LD_TRACE_LOADED_OBJECTS=1 "$interp" --inhibit-cache "$root" 2>&1)
         bad=0
         while IFS= read -r line; do
             case "$line" in *' => '*) ;; *) continue ;; esac

@@ -1,0 +1,352 @@
+//! templates/package.sh and templates/self-check.sh, the release workflow's packing and proof.
+//!
+//! - On a real CPU build of llama.cpp 11434 made with the workflow's Linux flags
+//!   (scripts/build-llama-cpu.sh, which scripts/test.sh runs and points GPUPROBE_LLAMA_CPU_PACKAGES
+//!   at): the package is self-contained; the same build without `$ORIGIN` is not; a package that
+//!   lost its LICENSE, an execute bit or a library is not.
+//! - The packing logic (the loader-driven bundling, kernel folders filtered by target, the
+//!   libraries a package must contain) on a small toolkit layout compiled here with cc: real ELF
+//!   files, standing in for no GPU runtime.
+//! - Windows import tables, read from a real PE file (pip's Windows launcher).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn sh(script: &str, args: &[&Path], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new("bash");
+    c.arg(repo().join("templates").join(script)).args(args);
+    c.env_remove("GITHUB_STEP_SUMMARY")
+        .env_remove("GPUPROBE_DRIVER_LIBS")
+        .env_remove("GPUPROBE_DRIVER_DIR")
+        .env_remove("GPUPROBE_TARGETS");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn run(cmd: &mut Command) {
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{cmd:?}: {}", text(&o));
+}
+
+/// The archives scripts/build-llama-cpu.sh made, or None (skipped) outside CI.
+fn packages() -> Option<PathBuf> {
+    let dir = std::env::var_os("GPUPROBE_LLAMA_CPU_PACKAGES")
+        .map(PathBuf::from)
+        .filter(|d| d.join("llama-cpu.tar.gz").is_file());
+    if dir.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "GPUPROBE_LLAMA_CPU_PACKAGES must point at the packed CPU build in CI"
+        );
+        eprintln!("skipped: GPUPROBE_LLAMA_CPU_PACKAGES not set (scripts/test.sh builds it)");
+    }
+    dir
+}
+
+#[test]
+fn the_real_cpu_package_is_self_contained() {
+    let Some(dir) = packages() else { return };
+    let summary = tempfile::NamedTempFile::new().unwrap();
+    let o = sh(
+        "self-check.sh",
+        &[&dir.join("llama-cpu.tar.gz")],
+        &[("GITHUB_STEP_SUMMARY", summary.path().to_str().unwrap())],
+    );
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("ok: LICENSE is in the package"), "{out}");
+    assert!(
+        out.contains("llama-cli --version runs from the unpacked package with a clean environment: version: "),
+        "{out}"
+    );
+    assert!(out.contains("resolve every library inside the package or from the system"), "{out}");
+    assert!(out.contains("requires from the base system: GLIBC >= 2."), "{out}");
+    assert!(out.contains("self-check: llama-cpu is self-contained"), "{out}");
+    let md = std::fs::read_to_string(summary.path()).unwrap();
+    assert!(md.contains("### Self-check of llama-cpu"), "{md}");
+    assert!(!md.contains("| FAIL |"), "{md}");
+}
+
+#[test]
+fn the_same_build_without_origin_fails() {
+    let Some(dir) = packages() else { return };
+    let o = sh("self-check.sh", &[&dir.join("llama-cpu-no-origin.tar.gz")], &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("outside the package"), "{out}");
+    assert!(out.contains("CMAKE_INSTALL_RPATH"), "the fix is named: {out}");
+    assert!(out.contains("is NOT self-contained"), "{out}");
+}
+
+/// Unpacks `archive` into a temporary directory, lets `change` edit the package directory, and
+/// packs it again under the same name.
+fn repacked(archive: &Path, change: impl FnOnce(&Path)) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    run(Command::new("tar")
+        .arg("-xzf")
+        .arg(archive)
+        .arg("-C")
+        .arg(dir.path()));
+    let name = archive
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .trim_end_matches(".tar.gz")
+        .to_string();
+    change(&dir.path().join(&name));
+    let out = dir.path().join(format!("{name}.tar.gz"));
+    run(Command::new("tar")
+        .arg("-C")
+        .arg(dir.path())
+        .arg("-czf")
+        .arg(&out)
+        .arg(&name));
+    (dir, out)
+}
+
+#[test]
+fn a_package_that_lost_its_licence_or_an_execute_bit_fails() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(dir) = packages() else { return };
+    let (_keep, bad) = repacked(&dir.join("llama-cpu.tar.gz"), |pkg| {
+        std::fs::remove_file(pkg.join("LICENSE")).unwrap();
+        std::fs::set_permissions(pkg.join("llama-cli"), std::fs::Permissions::from_mode(0o644))
+            .unwrap();
+    });
+    let o = sh("self-check.sh", &[&bad], &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("FAIL: no LICENSE"), "{out}");
+    assert!(out.contains("FAIL: llama-cli has lost its execute bit"), "{out}");
+}
+
+#[test]
+fn a_package_missing_a_library_fails() {
+    let Some(dir) = packages() else { return };
+    let (_keep, bad) = repacked(&dir.join("llama-cpu.tar.gz"), |pkg| {
+        for e in std::fs::read_dir(pkg).unwrap() {
+            let p = e.unwrap().path();
+            if p.file_name().unwrap().to_str().unwrap().starts_with("libllama.so") {
+                std::fs::remove_file(p).unwrap();
+            }
+        }
+    });
+    let o = sh("self-check.sh", &[&bad], &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("needs libllama.so") && out.contains("neither in the package nor on this system"),
+        "{out}"
+    );
+}
+
+fn cc(args: &[&str], dir: &Path) {
+    run(Command::new("cc").args(args).current_dir(dir));
+}
+
+/// A build tree and a toolkit directory with the shape of a ROCm build: llama-cli links
+/// libggml-hip.so, which links the toolkit's librocblas.so.4; rocBLAS has a kernel folder with
+/// files for several GPU targets. Every file is a real ELF file compiled here.
+fn toolkit_layout() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+    let root = tempfile::tempdir().unwrap();
+    let kit = root.path().join("rocm/lib");
+    let build = root.path().join("build");
+    let src = root.path().join("src");
+    for d in [&kit, &build.join("bin"), &src] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(src.join("LICENSE"), "MIT\n").unwrap();
+    std::fs::write(kit.join("blas.c"), "int rocblas_version(void) { return 4; }\n").unwrap();
+    cc(
+        &["-shared", "-fPIC", "-Wl,-soname,librocblas.so.4", "-o", "librocblas.so.4.2", "blas.c"],
+        &kit,
+    );
+    std::os::unix::fs::symlink("librocblas.so.4.2", kit.join("librocblas.so.4")).unwrap();
+    let lib = kit.join("rocblas/library");
+    std::fs::create_dir_all(&lib).unwrap();
+    for f in [
+        "TensileLibrary_lazy_gfx1100.dat",
+        "Kernels.so-000-gfx1201.hsaco",
+        "TensileLibrary_Type_HH_gfx90a.co",
+        "TensileManifest.txt",
+    ] {
+        std::fs::write(lib.join(f), f).unwrap();
+    }
+    let bin = build.join("bin");
+    std::fs::write(
+        bin.join("hip.c"),
+        "int rocblas_version(void); int ggml_hip(void) { return rocblas_version(); }\n",
+    )
+    .unwrap();
+    let kit_s = kit.to_str().unwrap();
+    cc(
+        &["-shared", "-fPIC", "-o", "libggml-hip.so", "hip.c", "-L", kit_s, "-l:librocblas.so.4", "-Wl,-rpath,$ORIGIN"],
+        &bin,
+    );
+    std::fs::write(
+        bin.join("cli.c"),
+        "#include <stdio.h>\nint ggml_hip(void);\nint main(void) { printf(\"version: 1 (layout test %d)\\n\", ggml_hip()); return 0; }\n",
+    )
+    .unwrap();
+    cc(
+        &["-o", "llama-cli", "cli.c", "-L.", "-lggml-hip", "-L", kit_s, "-Wl,-rpath,$ORIGIN", "-Wl,-rpath-link", kit_s],
+        &bin,
+    );
+    for f in ["hip.c", "cli.c"] {
+        std::fs::remove_file(bin.join(f)).unwrap();
+    }
+    (root, build, src, kit)
+}
+
+#[test]
+fn packing_bundles_what_the_loader_needs_and_only_the_built_targets_kernels() {
+    let (root, build, src, kit) = toolkit_layout();
+    let out = root.path().join("dist");
+    let kit_s = kit.to_str().unwrap().to_string();
+    let env = [
+        ("GPUPROBE_OS", "linux"),
+        ("GPUPROBE_RUNTIME_DIRS", kit_s.as_str()),
+        ("GPUPROBE_BUNDLE_EXPECT", "librocblas.so.*"),
+        ("GPUPROBE_BUNDLE_DATA", "librocblas.so.*=rocblas/library"),
+        ("GPUPROBE_TARGETS", "gfx1100;gfx1201"),
+    ];
+    let o = sh("package.sh", &[&build, &src, &out, Path::new("llama-test")], &env);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    assert!(log.contains("bundled librocblas.so.4 from"), "{log}");
+    assert!(
+        log.contains("rocblas/library: 3 files for the built targets (1 for other targets left out)"),
+        "{log}"
+    );
+    let pkg = out.join("llama-test");
+    assert!(pkg.join("rocblas/library/TensileLibrary_lazy_gfx1100.dat").is_file());
+    assert!(!pkg.join("rocblas/library/TensileLibrary_Type_HH_gfx90a.co").exists());
+    let readme = std::fs::read_to_string(pkg.join("README.package.txt")).unwrap();
+    assert!(readme.contains("librocblas.so.4"), "{readme}");
+    assert!(readme.contains("Linux with GLIBC"), "{readme}");
+
+    // The toolkit directory is gone on the user's machine: the package still runs.
+    let archive = out.join("llama-test.tar.gz");
+    std::fs::rename(&kit, root.path().join("moved")).unwrap();
+    let ok = sh("self-check.sh", &[&archive], &[("GPUPROBE_TARGETS", "gfx1100;gfx1201")]);
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok));
+    assert!(text(&ok).contains("rocblas/library is next to librocblas.so.4"), "{}", text(&ok));
+    // A target whose kernels are not in the package.
+    let bad = sh("self-check.sh", &[&archive], &[("GPUPROBE_TARGETS", "gfx1100;gfx1030")]);
+    assert_eq!(bad.status.code(), Some(1), "{}", text(&bad));
+    assert!(text(&bad).contains("rocblas/library has no kernels for gfx1030"), "{}", text(&bad));
+}
+
+#[test]
+fn packing_fails_when_an_expected_runtime_library_is_not_found() {
+    let (root, build, src, _kit) = toolkit_layout();
+    let out = root.path().join("dist");
+    // No runtime directories: librocblas cannot be found, so it cannot be bundled.
+    let o = sh(
+        "package.sh",
+        &[&build, &src, &out, Path::new("llama-test")],
+        &[("GPUPROBE_OS", "linux"), ("GPUPROBE_BUNDLE_EXPECT", "librocblas.so.*")],
+    );
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{log}");
+    assert!(log.contains("cannot find librocblas.so.4"), "{log}");
+    assert!(log.contains("nothing matching librocblas.so.* (GPUPROBE_BUNDLE_EXPECT) was bundled"), "{log}");
+}
+
+/// A real Windows PE file: the launcher pip ships for console scripts.
+fn windows_launcher() -> Option<PathBuf> {
+    let python = std::env::var_os("GPUPROBE_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "python3".into());
+    let o = Command::new(python)
+        .args([
+            "-c",
+            "import os, pip._vendor.distlib as d; print(os.path.join(os.path.dirname(d.__file__), 't64.exe'))",
+        ])
+        .output()
+        .ok()?;
+    let p = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+    p.is_file().then_some(p)
+}
+
+fn zip_package(files: &[(&str, Vec<u8>)]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let pkg = dir.path().join("llama-win");
+    std::fs::create_dir(&pkg).unwrap();
+    for (name, bytes) in files {
+        std::fs::write(pkg.join(name), bytes).unwrap();
+    }
+    let zip = dir.path().join("llama-win.zip");
+    run(Command::new("python3")
+        .args(["-m", "zipfile", "-c"])
+        .arg(&zip)
+        .arg("llama-win")
+        .current_dir(dir.path()));
+    (dir, zip)
+}
+
+#[test]
+fn windows_import_tables_are_read_from_real_pe_files() {
+    let Some(exe) = windows_launcher() else {
+        assert!(std::env::var_os("CI").is_none(), "pip's t64.exe is needed in CI");
+        eprintln!("skipped: no pip t64.exe found");
+        return;
+    };
+    let pe = std::fs::read(&exe).unwrap();
+    let license = b"MIT\n".to_vec();
+    // It imports KERNEL32.dll and SHLWAPI.dll, both part of Windows.
+    let (_a, good) = zip_package(&[("llama-cli.exe", pe.clone()), ("LICENSE", license.clone())]);
+    let o = sh("self-check.sh", &[Path::new("--no-run"), &good], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("shlwapi.dll"), "{}", text(&o));
+
+    // The same file importing a DLL that is neither Windows' nor in the package.
+    let at = pe
+        .windows(11)
+        .position(|w| w.eq_ignore_ascii_case(b"SHLWAPI.dll"))
+        .expect("the launcher imports SHLWAPI.dll");
+    let mut other = pe.clone();
+    other[at..at + 11].copy_from_slice(b"GGMLXYZ.dll");
+    let (_b, bad) = zip_package(&[("llama-cli.exe", other.clone()), ("LICENSE", license.clone())]);
+    let o = sh("self-check.sh", &[Path::new("--no-run"), &bad], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("imports GGMLXYZ.dll, which is neither in the package"), "{}", text(&o));
+
+    // ... and with that DLL next to it (names compared without case).
+    let (_c, fixed) = zip_package(&[
+        ("llama-cli.exe", other),
+        ("ggmlxyz.dll", pe.clone()),
+        ("LICENSE", license),
+    ]);
+    let o = sh("self-check.sh", &[Path::new("--no-run"), &fixed], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    // Without --no-run a Windows package cannot be judged on Linux: it fails, never passes.
+    let o = sh("self-check.sh", &[&good], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    let o = sh("self-check.sh", &[], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = sh("self-check.sh", &[Path::new("/no/such/archive.tar.gz")], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = sh("package.sh", &[Path::new("a")], &[]);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -2,7 +2,7 @@
 # End to end on a machine with an NVIDIA GPU and a CUDA toolkit: a llama.cpp built from
 # gpuprobe's own output works there and says what gpuprobe intended. Not part of CI (no GPU).
 #
-#   scripts/e2e-gpu.sh GPUPROBE SDIST.tar.gz WORK [vmm|legacy|all]
+#   scripts/e2e-gpu.sh GPUPROBE SDIST.tar.gz WORK [vmm|legacy|package|all]
 #
 #   vmm     probe, `gpuprobe cmake-flags --llama-cpp SRC > build.sh`, `sh build.sh` (llama-cli and
 #           test-backend-ops only), then check: llama-cli sees the GPU; the device line says
@@ -13,6 +13,15 @@
 #   Both phases end with `gpuprobe check-build --exercise` on the build (test-backend-ops on every
 #   GPU, the pool-heavy subset): it must pass on each GPU and say the VMM pool is compiled in
 #   (vmm) or out (legacy); its wall time, verdict and JSON (WORK/exercise-PHASE.json) are printed.
+#   package a release package as a generated workflow makes it: the flags of
+#           `gpuprobe workflow --targets <this GPU> --cuda <nvcc's version> --os linux` (the plan's
+#           cmake_args and GPUPROBE_PACKAGE_ARGS; the prebuilt web UI needs a host this machine
+#           may not reach, so -DLLAMA_USE_PREBUILT_UI=OFF),
+#           packed by templates/package.sh with the workflow's bundle lists, then
+#           templates/self-check.sh on the archive (unpacked into a fresh directory, the toolkit's
+#           libraries must come from the package) and llama-cli --list-devices from a fresh unpack
+#           with the loader cache off and only the driver's libcuda.so.1 on the library path:
+#           CUDA0 must be listed.
 # Each phase can run in its own call while WORK persists. Fails loudly: exit 1 with the reason.
 set -u
 gp=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -97,12 +106,73 @@ run_phase() {
     fi
 }
 
+# The value of KEY (a `KEY: "value"` line) in the generated workflow FILE, first occurrence.
+yaml_value() { sed -n "s/^ *-\{0,1\} *$2: \"\(.*\)\"\$/\1/p" "$1" | head -n 1; }
+
+package_phase() {
+    echo "==== phase package"
+    root=$(cd "$(dirname "$0")/.." && pwd)
+    arch=$(grep -o '"arch": "sm_[0-9]*' "$work/detect.json" | head -n 1 | sed 's/.*"sm_/sm_/')
+    cuda=$(nvcc --version | sed -n 's/.*release \([0-9]*\.[0-9]*\).*/\1/p')
+    [ -n "$arch" ] && [ -n "$cuda" ] || fail "cannot tell this GPU's architecture ($arch) or nvcc's version ($cuda)"
+    "$gp" workflow --targets "$arch" --cuda "$cuda" --os linux --llama-ref "b$build" >"$work/workflow.yml" 2>"$work/workflow.err" \
+        || { cat "$work/workflow.err"; fail "gpuprobe workflow failed"; }
+    plan_args=$(yaml_value "$work/workflow.yml" cmake_args)
+    package_args=$(yaml_value "$work/workflow.yml" GPUPROBE_PACKAGE_ARGS)
+    [ -n "$plan_args" ] && [ -n "$package_args" ] || fail "no cmake_args / GPUPROBE_PACKAGE_ARGS in the generated workflow"
+    flags=""
+    for f in $plan_args $package_args; do
+        case "$f" in
+            -DLLAMA_BUILD_BORINGSSL=*) flags="$flags -DLLAMA_OPENSSL=OFF" ;;
+            *) flags="$flags $f" ;;
+        esac
+    done
+    flags="$flags -DLLAMA_USE_PREBUILT_UI=OFF"
+    echo "flags:$flags"
+    out=$work/build-package
+    t0=$(t)
+    # shellcheck disable=SC2086
+    cmake -S "$src" -B "$out" -G Ninja $flags >"$work/build-package.log" 2>&1 \
+        && cmake --build "$out" --target llama-cli -j "$jobs" >>"$work/build-package.log" 2>&1 \
+        || { tail -40 "$work/build-package.log"; fail "build (package) failed"; }
+    echo "build (package): $(( $(t) - t0 )) s with $jobs jobs"
+    toolkit_lib=$(dirname "$(dirname "$(command -v nvcc)")")/lib64
+    pkg=$work/pkg
+    rm -rf "$pkg"
+    GPUPROBE_OS=linux GPUPROBE_TARGETS=$arch GPUPROBE_RUNTIME_DIRS=$toolkit_lib \
+        GPUPROBE_DRIVER_LIBS=$(yaml_value "$work/workflow.yml" GPUPROBE_DRIVER_LIBS) \
+        GPUPROBE_BUNDLE_EXPECT=$(yaml_value "$work/workflow.yml" GPUPROBE_BUNDLE_EXPECT) \
+        GPUPROBE_BUNDLE_EXTRA=$(yaml_value "$work/workflow.yml" GPUPROBE_BUNDLE_EXTRA) \
+        GPUPROBE_BUNDLE_DATA=$(yaml_value "$work/workflow.yml" GPUPROBE_BUNDLE_DATA) \
+        bash "$root/templates/package.sh" "$out" "$src" "$pkg" llama-e2e-cuda | tee "$work/package.txt" \
+        || fail "packing failed"
+    archive=$pkg/llama-e2e-cuda.tar.gz
+    # The driver alone: a directory holding only a link to the driver's libcuda.so.1.
+    driver_lib=$(ldconfig -p | sed -n 's/^[[:space:]]*libcuda\.so\.1 (libc6,x86-64) => //p' | head -n 1)
+    [ -n "$driver_lib" ] || fail "no libcuda.so.1 in the loader cache: is the NVIDIA driver installed?"
+    mkdir -p "$work/driver-only"
+    ln -sf "$driver_lib" "$work/driver-only/libcuda.so.1"
+    GPUPROBE_DRIVER_LIBS=libcuda.so.1 GPUPROBE_DRIVER_DIR=$work/driver-only GPUPROBE_TARGETS=$arch \
+        bash "$root/templates/self-check.sh" --list-devices "$archive" | tee "$work/self-check.txt"
+    grep -q 'is self-contained' "$work/self-check.txt" || fail "the self-check failed"
+    fresh=$work/fresh
+    rm -rf "$fresh" && mkdir -p "$fresh" && tar -xzf "$archive" -C "$fresh" || fail "cannot unpack $archive"
+    interp=$(readelf -lW "$fresh/llama-e2e-cuda/llama-cli" | sed -n 's/.*Requesting program interpreter: \(.*\)\]/\1/p')
+    # With the loader's cache off, only the package ($ORIGIN), the system's default directories
+    # and the driver's directory are searched: nothing from the CUDA toolkit can be picked up.
+    (cd "$fresh/llama-e2e-cuda" && env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$work/driver-only" \
+        "$interp" --inhibit-cache ./llama-cli --list-devices) 2>&1 | tee "$work/devices-package.txt"
+    grep -q 'CUDA0' "$work/devices-package.txt" || fail "the unpacked package does not list CUDA0 with only the driver on the library path"
+    echo "package: $(grep -c 'bundled' "$work/package.txt") runtime libraries bundled, self-check passed, CUDA0 listed"
+}
+
 "$gp" detect | tee "$work/detect.txt"
 "$gp" detect --json >"$work/detect.json" || fail "detect --json failed"
 case $phase in
     vmm) run_phase vmm "" yes ;;
     legacy) run_phase legacy "--force-no-vmm" no ;;
-    all) run_phase vmm "" yes && run_phase legacy "--force-no-vmm" no ;;
+    package) package_phase ;;
+    all) run_phase vmm "" yes && run_phase legacy "--force-no-vmm" no && package_phase ;;
     *) fail "unknown phase $phase" ;;
 esac
 echo "E2E OK ($phase)"

@@ -42,6 +42,7 @@ fi
 LINUX_BASE="linux-vdso.so.1 linux-gate.so.1 ld-linux-x86-64.so.2 ld-linux-aarch64.so.1 libc.so.6
 libm.so.6 libmvec.so.1 libdl.so.2 libpthread.so.0 librt.so.1 libutil.so.1 libresolv.so.2
 libanl.so.1 libstdc++.so.6 libgcc_s.so.1"
+LINUX_STATED="libssl.so.3 libcrypto.so.3"
 WINDOWS_BASE="kernel32.dll kernelbase.dll ntdll.dll user32.dll gdi32.dll advapi32.dll shell32.dll
 ole32.dll oleaut32.dll ws2_32.dll mswsock.dll bcrypt.dll ncrypt.dll crypt32.dll secur32.dll
 shlwapi.dll version.dll winmm.dll iphlpapi.dll psapi.dll dbghelp.dll comdlg32.dll comctl32.dll
@@ -53,7 +54,7 @@ never_bundle() {
     local n
     n=$(lower "$1")
     case "$n" in api-ms-win-* | ext-ms-*) return 0 ;; esac
-    in_words "$1" "$LINUX_BASE" || in_words "$n" "$WINDOWS_BASE" || in_words "$n" "$(lower "${GPUPROBE_DRIVER_LIBS:-}")"
+    in_words "$1" "$LINUX_BASE" || in_words "$1" "$LINUX_STATED" || in_words "$n" "$WINDOWS_BASE" || in_words "$n" "$(lower "${GPUPROBE_DRIVER_LIBS:-}")"
 }
 pe_imports() { # FILE -> one imported DLL name a line (same readers as templates/self-check.sh)
     if command -v objdump >/dev/null 2>&1 && objdump -p "$1" >/dev/null 2>&1; then
@@ -267,6 +268,9 @@ if [ "$os" = linux ]; then
             on && /File: / { file = $0; sub(/.*File: /, "", file); sub(/ .*/, "", file) }
             on && /Name: / { n = $0; sub(/.*Name: /, "", n); sub(/ .*/, "", n); print file, n }'
     done | sort -u)
+    if printf '%s\n' "$needs" | grep -q '^libssl\.so\.3 '; then
+        glibc+="OpenSSL 3 (libssl.so.3: the system OpenSSL of Ubuntu 22.04, Debian 12 and later); "
+    fi
     for kind in GLIBC GLIBCXX; do
         max=$(printf '%s\n' "$needs" | while read -r file ver; do
             if [ -n "$file" ] && in_words "$file" "$LINUX_BASE"; then printf '%s\n' "$ver"; fi
@@ -290,7 +294,7 @@ fi
     fi
     echo
     echo "Needs:"
-    [ -z "$glibc" ] || echo "  - Linux with ${glibc%; } (measured from the binaries' symbol versions)"
+    [ -z "$glibc" ] || echo "  - Linux with ${glibc%; } (measured from the binaries)"
     if [ -n "${GPUPROBE_PACKAGE_NOTES:-}" ] && [ -f "$GPUPROBE_PACKAGE_NOTES" ]; then
         cat "$GPUPROBE_PACKAGE_NOTES"
     fi

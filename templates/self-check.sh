@@ -51,6 +51,9 @@ done
 LINUX_BASE="linux-vdso.so.1 linux-gate.so.1 ld-linux-x86-64.so.2 ld-linux-aarch64.so.1 libc.so.6
 libm.so.6 libmvec.so.1 libdl.so.2 libpthread.so.0 librt.so.1 libutil.so.1 libresolv.so.2
 libanl.so.1 libstdc++.so.6 libgcc_s.so.1"
+# OpenSSL 3, used from the system so that HTTPS finds the distribution's CA certificates: every
+# mainstream distribution since 2022 has it; the package's README states it where it is linked.
+LINUX_STATED="libssl.so.3 libcrypto.so.3"
 # DLLs that are part of Windows itself (compared without case). The C runtime of Windows 10 and
 # later (ucrtbase, api-ms-win-crt-*) is; Visual C++'s (vcruntime140, msvcp140, vcomp140) is not.
 WINDOWS_BASE="kernel32.dll kernelbase.dll ntdll.dll user32.dll gdi32.dll advapi32.dll shell32.dll
@@ -75,7 +78,7 @@ ok() {
 lower() { printf '%s' "$1" | tr '[:upper:]' '[:lower:]'; }
 in_words() { case " $(printf '%s' "$2" | tr '\n' ' ') " in *" $1 "*) return 0 ;; esac; return 1; }
 is_driver_lib() { in_words "$1" "$driver_libs" || in_words "$(lower "$1")" "$(lower "$driver_libs")"; }
-linux_allowed() { in_words "$1" "$LINUX_BASE" || is_driver_lib "$1"; }
+linux_allowed() { in_words "$1" "$LINUX_BASE" || in_words "$1" "$LINUX_STATED" || is_driver_lib "$1"; }
 windows_allowed() {
     local n
     n=$(lower "$1")
@@ -234,6 +237,7 @@ check_linux() {
         fi
     done
     ok "${#roots[@]} program(s)/module(s) of ${#elves[@]} ELF files resolve every library inside the package or from the system:$(printf '%s' "$system_libs" | tr ' ' '\n' | sort -u | tr '\n' ' ' | sed 's/ *$//; s/^ */ /')"
+    if in_words libssl.so.3 "$system_libs"; then requirements+="OpenSSL 3 (libssl.so.3); "; fi
     # Symbol versions the package needs from the base system: its glibc and libstdc++ minimum.
     local needs
     needs=$(for f in "${elves[@]}"; do

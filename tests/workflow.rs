@@ -202,6 +202,19 @@ fn every_generated_workflow_keeps_the_rules() {
         let jobs = doc["jobs"].as_object().unwrap();
         assert!(!jobs.is_empty(), "{name}: jobs");
         for (id, job) in jobs {
+            if id == "release" {
+                assert_eq!(
+                    job["permissions"],
+                    serde_json::json!({ "contents": "write" }),
+                    "{name}: the release job publishes"
+                );
+                assert_eq!(job["if"], "startsWith(github.ref, 'refs/tags/v')", "{name}");
+                continue;
+            }
+            assert!(
+                job.get("permissions").is_none(),
+                "{name}/{id}: only the release job has its own permissions"
+            );
             let entries = job["strategy"]["matrix"]["include"].as_array().unwrap();
             assert!(!entries.is_empty(), "{name}/{id}: matrix entries");
             for e in entries {
@@ -299,7 +312,7 @@ fn toolchains_follow_the_version() {
     let cuda = yaml(&workflow(CASES[1].1));
     assert_eq!(
         cuda["jobs"]["linux"]["container"]["image"],
-        "nvidia/cuda:12.8.0-devel-ubuntu24.04"
+        "nvidia/cuda:12.8.0-devel-ubuntu22.04"
     );
     assert_eq!(cuda["jobs"]["windows"]["env"]["CUDA_MAJOR_MINOR"], "12.8");
     let wheels = yaml(&workflow(CASES[2].1));
@@ -771,3 +784,224 @@ fn the_header_command_regenerates_the_same_workflow() {
         );
     }
 }
+
+fn steps_named<'a>(job: &'a Value) -> Vec<&'a str> {
+    job["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect()
+}
+
+#[test]
+fn every_build_job_packages_self_checks_and_uploads_the_archive() {
+    for (name, args) in CASES {
+        let doc = yaml(&workflow(args));
+        for (id, job) in doc["jobs"].as_object().unwrap() {
+            if id == "release" {
+                continue;
+            }
+            let steps = steps_named(job);
+            let at = |n: &str| {
+                steps
+                    .iter()
+                    .position(|s| s.starts_with(n))
+                    .unwrap_or_else(|| panic!("{name}/{id}: no step `{n}` in {steps:?}"))
+            };
+            assert!(at("Configure and build") < at("Package the build"), "{name}/{id}");
+            assert!(at("Package the build") < at("Self-check the package"), "{name}/{id}");
+            assert!(at("Self-check the package") < at("Upload the package"), "{name}/{id}");
+            let upload = &job["steps"][at("Upload the package")];
+            assert_eq!(upload["with"]["archive"], Value::Bool(false), "{name}/{id}");
+            let ext = if id == "linux" { "tar.gz" } else { "zip" };
+            assert!(
+                upload["with"]["path"].as_str().unwrap().ends_with(ext),
+                "{name}/{id}"
+            );
+            let check = job["steps"][at("Self-check the package")]["run"].as_str().unwrap();
+            assert!(check.contains("is NOT self-contained"), "{name}/{id}: the self-check script is inlined");
+            let package = job["steps"][at("Package the build")]["run"].as_str().unwrap();
+            assert!(package.contains("README.package.txt"), "{name}/{id}");
+        }
+    }
+}
+
+#[test]
+fn release_flags_follow_the_os_and_the_llama_build() {
+    let doc = yaml(&workflow(CASES[0].1));
+    let linux = doc["jobs"]["linux"]["env"]["GPUPROBE_PACKAGE_ARGS"].as_str().unwrap();
+    for f in [
+        "-DCMAKE_INSTALL_RPATH=$ORIGIN",
+        "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON",
+        "-DGGML_BACKEND_DL=ON",
+        "-DLLAMA_BUILD_TESTS=OFF",
+    ] {
+        assert!(linux.split(' ').any(|a| a == f), "linux lacks {f}: {linux}");
+    }
+    let windows = doc["jobs"]["windows"]["env"]["GPUPROBE_PACKAGE_ARGS"].as_str().unwrap();
+    for f in ["-DLLAMA_BUILD_BORINGSSL=ON", "-DGGML_OPENMP=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF"] {
+        assert!(windows.split(' ').any(|a| a == f), "windows lacks {f}: {windows}");
+    }
+    assert!(!windows.contains("RPATH"), "{windows}");
+    // Build 4500 predates GGML_BACKEND_DL's successor options and LLAMA_BUILD_TOOLS: llama-cli
+    // is still an example there, so examples stay on; BoringSSL is not there either.
+    let old = yaml(&workflow(CASES[4].1));
+    let args = old["jobs"]["linux"]["env"]["GPUPROBE_PACKAGE_ARGS"].as_str().unwrap();
+    assert!(!args.contains("EXAMPLES"), "{args}");
+    assert!(!args.contains("BORINGSSL"), "{args}");
+    assert!(args.contains("-DCMAKE_INSTALL_RPATH=$ORIGIN"), "{args}");
+}
+
+#[test]
+fn linux_builds_run_on_the_oldest_supported_ubuntu() {
+    for (name, args) in CASES {
+        let doc = yaml(&workflow(args));
+        let linux = &doc["jobs"]["linux"];
+        if linux.is_null() {
+            continue;
+        }
+        let image = linux["container"]["image"].as_str().unwrap_or("");
+        assert!(
+            image.contains("ubuntu22.04") || image.contains("ubuntu-22.04") || linux["runs-on"] == "ubuntu-22.04",
+            "{name}: {image} / {}",
+            linux["runs-on"]
+        );
+    }
+}
+
+#[test]
+fn windows_cuda_components_follow_the_cuda_major() {
+    let sub = |case: usize| -> String {
+        yaml(&workflow(CASES[case].1))["jobs"]["windows"]["env"]["CUDA_SUBPACKAGES"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let c12 = sub(1);
+    let c13 = sub(5);
+    for p in ["crt", "nvvm", "nvptxcompiler"] {
+        assert!(c13.split(' ').any(|s| s == p), "CUDA 13 needs {p}: {c13}");
+        assert!(!c12.split(' ').any(|s| s == p), "CUDA 12 has {p} in nvcc: {c12}");
+    }
+    let doc = yaml(&workflow(CASES[5].1));
+    assert_eq!(doc["jobs"]["windows"]["env"]["CUDA_RUNTIME_SUBDIRS"], "bin/x64 bin");
+    assert_eq!(
+        doc["jobs"]["windows"]["env"]["GPUPROBE_BUNDLE_EXPECT"],
+        "cudart64_*.dll;cublas64_*.dll;cublasLt64_*.dll"
+    );
+}
+
+#[test]
+fn windows_hip_is_split_by_family_without_instinct_targets() {
+    let text = workflow(CASES[0].1);
+    let doc = yaml(&text);
+    let groups = |os: &str| -> Vec<(String, String)> {
+        doc["jobs"][os]["strategy"]["matrix"]["include"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["group"].as_str().unwrap().to_string(),
+                    e["targets"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let windows = groups("windows");
+    assert!(windows.len() >= 4, "{windows:?}");
+    assert!(windows.iter().any(|(g, t)| g.ends_with("gfx110X") && t.contains("gfx1100")));
+    for (_, t) in &windows {
+        assert!(!t.contains("gfx90a") && !t.contains("gfx908"), "{t}");
+    }
+    assert!(groups("linux").iter().any(|(_, t)| t.contains("gfx90a")));
+    assert!(text.contains("# Dropped: gfx90a, gfx908 dropped from the windows job"), "{text}");
+    // A compiler cache, never restored for a release build.
+    let cache = doc["jobs"]["windows"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "Restore the compiler cache")
+        .expect("a compiler cache on Windows HIP");
+    assert_eq!(cache["with"]["lookup-only"], "${{ startsWith(github.ref, 'refs/tags/') }}");
+    // Nothing but Instinct targets on Windows: refused.
+    let out = gpuprobe(&["workflow", "--targets", "gfx90a,gfx942", "--rocm", "7.14.0", "--os", "windows"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no target is left for windows"));
+}
+
+#[test]
+fn therock_entries_install_the_device_code_of_their_targets() {
+    let doc = yaml(&workflow(CASES[2].1));
+    for os in ["linux", "windows"] {
+        for e in doc["jobs"][os]["strategy"]["matrix"]["include"].as_array().unwrap() {
+            let want: Vec<String> = e["targets"]
+                .as_str()
+                .unwrap()
+                .split(';')
+                .map(|t| format!("device-{t}"))
+                .collect();
+            assert_eq!(e["rocm_extras"], want.join(","), "{os}");
+        }
+    }
+    let classic = yaml(&workflow(CASES[3].1));
+    for e in classic["jobs"]["linux"]["strategy"]["matrix"]["include"].as_array().unwrap() {
+        assert_eq!(e["rocm_extras"], "", "no wheels, no extras");
+    }
+}
+
+#[test]
+fn the_header_and_the_packages_carry_every_runtime_note() {
+    // Each OS's plan, as cmake-flags gives it, against the workflow's header and package notes.
+    let args = CASES[0].1;
+    let text = workflow(args);
+    let header: String = text
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| l.trim_start_matches('#').trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let doc = yaml(&text);
+    for os in ["linux", "windows"] {
+        let out = gpuprobe(&[
+            "cmake-flags",
+            "--targets",
+            args[1],
+            "--rocm",
+            "7.14.0",
+            "--os",
+            os,
+            "--llama-build",
+            "11434",
+            "--format",
+            "json",
+        ]);
+        let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let notes: String = doc["jobs"][os]["env"]["GPUPROBE_NOTES"]
+            .as_str()
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut seen = 0;
+        for kind in ["warnings", "notes"] {
+            for n in plan[kind].as_array().unwrap() {
+                let m: String = n["message"].as_str().unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
+                assert!(header.contains(&m), "{os}: the header lacks `{m}`");
+                assert!(notes.contains(&m), "{os}: the package notes lack `{m}`");
+                seen += 1;
+            }
+        }
+        for g in plan["groups"].as_array().unwrap() {
+            for e in g["env"].as_array().unwrap() {
+                let advice = format!("{}={}", e["name"].as_str().unwrap(), e["value"].as_str().unwrap());
+                assert!(header.contains(&advice), "{os}: the header lacks {advice}");
+                assert!(notes.contains(&advice), "{os}: the package notes lack {advice}");
+            }
+        }
+        assert!(seen > 0, "{os}: the plan has notes to carry");
+    }
+    assert!(header.contains("Q7 may apply"), "the may-apply notes are there too");
+}
+

@@ -77,6 +77,35 @@ pub fn summary(plan: &Plan) -> String {
             md(vmm_reason)
         ));
     }
+    // Every runtime note for the built binaries: the environment the plan advises, then the
+    // warnings and what may apply.
+    let env: Vec<String> = plan
+        .groups
+        .iter()
+        .flat_map(|g| {
+            g.env.iter().map(move |e| {
+                let when = e
+                    .when
+                    .as_deref()
+                    .map(|w| format!(" when {w}"))
+                    .unwrap_or_default();
+                format!(
+                    "- `{}={}` for {} ({}){when}: {}\n",
+                    e.name,
+                    e.value,
+                    g.name,
+                    g.targets.join(", "),
+                    md_cell(&e.reason)
+                )
+            })
+        })
+        .collect();
+    if !env.is_empty() {
+        s.push_str("\n**Run the built binaries with**\n\n");
+        for line in env {
+            s.push_str(&line);
+        }
+    }
     for (label, notes) in [
         ("Refused", &plan.refusals),
         ("Warnings", &plan.warnings),

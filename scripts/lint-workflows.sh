@@ -2,7 +2,8 @@
 # Lint GitHub Actions files: actionlint (with shellcheck on every run: script), zizmor (offline,
 # findings of medium severity and above) and gpuprobe's own rules (every `uses:` pinned by a
 # 40-hex commit with its version in a comment, no ${{ }} inside run: scripts, top-level
-# permissions, persist-credentials: false on checkout, never a `native` GPU architecture).
+# permissions, write permissions only in jobs that run on tags, persist-credentials: false on
+# checkout, never a `native` GPU architecture).
 #
 #   scripts/lint-workflows.sh            lint action.yml and the workflows gpuprobe generates for
 #                                        the standard target sets (written to a temporary dir)
@@ -148,6 +149,12 @@ for path in paths:
         elif perms in ("write-all", "read-all") or (isinstance(perms, dict) and "write" in perms.values()):
             problems.append(f"{path}: top-level permissions are not least privilege: {perms}")
         steps = [s for job in (doc.get("jobs") or {}).values() for s in (job.get("steps") or [])]
+        # A job that may write to the repository runs on release tags only.
+        for name, job in (doc.get("jobs") or {}).items():
+            jp = job.get("permissions")
+            writes = jp == "write-all" or (isinstance(jp, dict) and "write" in jp.values())
+            if writes and "refs/tags/" not in str(job.get("if", "")):
+                problems.append(f"{path}: job {name} has write permissions but does not run on tags only")
     for n, line in enumerate(text.splitlines(), 1):
         if re.match(r"^\s*-?\s*uses:", line):
             target = line.split("uses:", 1)[1].strip()

@@ -176,7 +176,7 @@ pub struct RocmWheels {
 
 /// The first record whose range holds `major.minor` (pre-release tags ignored: a 7.13 nightly
 /// installs like 7.13).
-fn first<'a, T>(records: &'a [T], range: impl Fn(&T) -> &VersionRange, mm: (u64, u64)) -> Option<&'a T> {
+fn first<T>(records: &[T], range: impl Fn(&T) -> &VersionRange, mm: (u64, u64)) -> Option<&T> {
     let (major, minor) = mm;
     let v: Version = format!("{major}.{minor}")
         .parse()
@@ -257,7 +257,11 @@ impl ToolkitTable {
         let mut texts: Vec<(&str, &str)> = Vec::new();
         for f in &self.package_flag {
             words.push(("package_flag.flag", &f.flag));
-            words.extend(f.requires.iter().map(|r| ("package_flag.requires", r.as_str())));
+            words.extend(
+                f.requires
+                    .iter()
+                    .map(|r| ("package_flag.requires", r.as_str())),
+            );
             texts.push(("package_flag.why", &f.why));
         }
         let bundles = [self.cuda.bundle(), self.rocm.bundle()];
@@ -278,18 +282,34 @@ impl ToolkitTable {
         }
         for l in &self.cuda.linux {
             words.push(("cuda.linux.image", &l.image));
-            words.extend(l.runtime_dirs.iter().map(|d| ("cuda.linux.runtime_dirs", d.as_str())));
+            words.extend(
+                l.runtime_dirs
+                    .iter()
+                    .map(|d| ("cuda.linux.runtime_dirs", d.as_str())),
+            );
         }
         for w in &self.cuda.windows {
-            words.extend(w.subpackages.iter().map(|s| ("cuda.windows.subpackages", s.as_str())));
-            words.extend(w.runtime_dirs.iter().map(|d| ("cuda.windows.runtime_dirs", d.as_str())));
+            words.extend(
+                w.subpackages
+                    .iter()
+                    .map(|s| ("cuda.windows.subpackages", s.as_str())),
+            );
+            words.extend(
+                w.runtime_dirs
+                    .iter()
+                    .map(|d| ("cuda.windows.runtime_dirs", d.as_str())),
+            );
         }
         texts.push(("rocm.needs.linux", &self.rocm.needs.linux));
         texts.push(("rocm.needs.windows", &self.rocm.needs.windows));
         for c in &self.rocm.container {
             words.push(("rocm.container.image", &c.image));
             words.extend(c.apt.iter().map(|a| ("rocm.container.apt", a.as_str())));
-            words.extend(c.runtime_dirs.iter().map(|d| ("rocm.container.runtime_dirs", d.as_str())));
+            words.extend(
+                c.runtime_dirs
+                    .iter()
+                    .map(|d| ("rocm.container.runtime_dirs", d.as_str())),
+            );
         }
         for w in &self.rocm.wheels {
             words.push(("rocm.wheels.release_index", &w.release_index));
@@ -299,16 +319,21 @@ impl ToolkitTable {
         }
         let bad_word = |s: &str| {
             s.is_empty()
-                || s.chars().any(|c| c.is_whitespace() || c.is_control() || "\"'`\\".contains(c))
+                || s.chars()
+                    .any(|c| c.is_whitespace() || c.is_control() || "\"'`\\".contains(c))
                 || s.contains("${{")
         };
         let bad_text = |s: &str| {
-            s.trim().is_empty() || s.chars().any(|c| c.is_control() || c == '`') || s.contains("${{")
+            s.trim().is_empty()
+                || s.chars().any(|c| c.is_control() || c == '`')
+                || s.contains("${{")
         };
         if let Some((field, v)) = words.iter().find(|(_, v)| bad_word(v)) {
             return Err(Error::input(
                 ORIGIN,
-                format!("{field} `{v}` is not a plain word (no spaces, quotes, backslashes, control characters or ${{{{)"),
+                format!(
+                    "{field} `{v}` is not a plain word (no spaces, quotes, backslashes, control characters or ${{{{)"
+                ),
                 "write one name, path, URL or flag per list item",
             ));
         }
@@ -335,10 +360,22 @@ mod tests {
             assert!(c13.subpackages.iter().any(|p| p == s), "13.x needs {s}");
         }
         let c12 = t.cuda.windows_for((12, 8)).unwrap();
-        assert!(!c12.subpackages.iter().any(|p| p == "crt"), "12.x has crt in nvcc");
+        assert!(
+            !c12.subpackages.iter().any(|p| p == "crt"),
+            "12.x has crt in nvcc"
+        );
         assert!(c13.runtime_dirs.iter().any(|d| d == "bin/x64"));
-        assert_eq!(t.cuda.driver_for((12, 4)).unwrap().needs, "an NVIDIA driver 525 or newer");
-        assert!(t.cuda.linux_for((13, 0)).unwrap().image.contains("ubuntu22.04"));
+        assert_eq!(
+            t.cuda.driver_for((12, 4)).unwrap().needs,
+            "an NVIDIA driver 525 or newer"
+        );
+        assert!(
+            t.cuda
+                .linux_for((13, 0))
+                .unwrap()
+                .image
+                .contains("ubuntu22.04")
+        );
         assert!(t.rocm.container_for((7, 2)).is_some());
         assert!(t.rocm.container_for((7, 14)).is_none());
         assert!(t.rocm.wheels_for((7, 13)).is_some());
@@ -371,7 +408,11 @@ mod tests {
         assert!(windows.contains(&"-DGGML_OPENMP=OFF".to_string()));
         assert!(!windows.iter().any(|f| f.contains("BACKEND_DL")));
         // Examples go off only where llama-cli no longer lives in examples/.
-        assert!(!flags(Os::Linux, &["LLAMA_BUILD_EXAMPLES"]).iter().any(|f| f.contains("EXAMPLES")));
+        assert!(
+            !flags(Os::Linux, &["LLAMA_BUILD_EXAMPLES"])
+                .iter()
+                .any(|f| f.contains("EXAMPLES"))
+        );
     }
 
     #[test]

@@ -70,12 +70,23 @@ fn the_real_cpu_package_is_self_contained() {
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(out.contains("ok: LICENSE is in the package"), "{out}");
     assert!(
-        out.contains("llama-cli --version runs from the unpacked package with a clean environment: version: "),
+        out.contains(
+            "llama-cli --version runs from the unpacked package with a clean environment: version: "
+        ),
         "{out}"
     );
-    assert!(out.contains("resolve every library inside the package or from the system"), "{out}");
-    assert!(out.contains("requires from the base system: GLIBC >= 2."), "{out}");
-    assert!(out.contains("self-check: llama-cpu is self-contained"), "{out}");
+    assert!(
+        out.contains("resolve every library inside the package or from the system"),
+        "{out}"
+    );
+    assert!(
+        out.contains("requires from the base system: GLIBC >= 2."),
+        "{out}"
+    );
+    assert!(
+        out.contains("self-check: llama-cpu is self-contained"),
+        "{out}"
+    );
     let md = std::fs::read_to_string(summary.path()).unwrap();
     assert!(md.contains("### Self-check of llama-cpu"), "{md}");
     assert!(!md.contains("| FAIL |"), "{md}");
@@ -84,11 +95,18 @@ fn the_real_cpu_package_is_self_contained() {
 #[test]
 fn the_same_build_without_origin_fails() {
     let Some(dir) = packages() else { return };
-    let o = sh("self-check.sh", &[&dir.join("llama-cpu-no-origin.tar.gz")], &[]);
+    let o = sh(
+        "self-check.sh",
+        &[&dir.join("llama-cpu-no-origin.tar.gz")],
+        &[],
+    );
     let out = text(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("outside the package"), "{out}");
-    assert!(out.contains("CMAKE_INSTALL_RPATH"), "the fix is named: {out}");
+    assert!(
+        out.contains("CMAKE_INSTALL_RPATH"),
+        "the fix is named: {out}"
+    );
     assert!(out.contains("is NOT self-contained"), "{out}");
 }
 
@@ -125,14 +143,20 @@ fn a_package_that_lost_its_licence_or_an_execute_bit_fails() {
     let Some(dir) = packages() else { return };
     let (_keep, bad) = repacked(&dir.join("llama-cpu.tar.gz"), |pkg| {
         std::fs::remove_file(pkg.join("LICENSE")).unwrap();
-        std::fs::set_permissions(pkg.join("llama-cli"), std::fs::Permissions::from_mode(0o644))
-            .unwrap();
+        std::fs::set_permissions(
+            pkg.join("llama-cli"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
     });
     let o = sh("self-check.sh", &[&bad], &[]);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("FAIL: no LICENSE"), "{out}");
-    assert!(out.contains("FAIL: llama-cli has lost its execute bit"), "{out}");
+    assert!(
+        out.contains("FAIL: llama-cli has lost its execute bit"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -141,7 +165,12 @@ fn a_package_missing_a_library_fails() {
     let (_keep, bad) = repacked(&dir.join("llama-cpu.tar.gz"), |pkg| {
         for e in std::fs::read_dir(pkg).unwrap() {
             let p = e.unwrap().path();
-            if p.file_name().unwrap().to_str().unwrap().starts_with("libllama.so") {
+            if p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("libllama.so")
+            {
                 std::fs::remove_file(p).unwrap();
             }
         }
@@ -150,7 +179,8 @@ fn a_package_missing_a_library_fails() {
     let out = text(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(
-        out.contains("needs libllama.so") && out.contains("neither in the package nor on this system"),
+        out.contains("needs libllama.so")
+            && out.contains("neither in the package nor on this system"),
         "{out}"
     );
 }
@@ -171,9 +201,20 @@ fn toolkit_layout() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
         std::fs::create_dir_all(d).unwrap();
     }
     std::fs::write(src.join("LICENSE"), "MIT\n").unwrap();
-    std::fs::write(kit.join("blas.c"), "int rocblas_version(void) { return 4; }\n").unwrap();
+    std::fs::write(
+        kit.join("blas.c"),
+        "int rocblas_version(void) { return 4; }\n",
+    )
+    .unwrap();
     cc(
-        &["-shared", "-fPIC", "-Wl,-soname,librocblas.so.4", "-o", "librocblas.so.4.2", "blas.c"],
+        &[
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,librocblas.so.4",
+            "-o",
+            "librocblas.so.4.2",
+            "blas.c",
+        ],
         &kit,
     );
     std::os::unix::fs::symlink("librocblas.so.4.2", kit.join("librocblas.so.4")).unwrap();
@@ -195,7 +236,17 @@ fn toolkit_layout() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     .unwrap();
     let kit_s = kit.to_str().unwrap();
     cc(
-        &["-shared", "-fPIC", "-o", "libggml-hip.so", "hip.c", "-L", kit_s, "-l:librocblas.so.4", "-Wl,-rpath,$ORIGIN"],
+        &[
+            "-shared",
+            "-fPIC",
+            "-o",
+            "libggml-hip.so",
+            "hip.c",
+            "-L",
+            kit_s,
+            "-l:librocblas.so.4",
+            "-Wl,-rpath,$ORIGIN",
+        ],
         &bin,
     );
     std::fs::write(
@@ -204,7 +255,18 @@ fn toolkit_layout() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     )
     .unwrap();
     cc(
-        &["-o", "llama-cli", "cli.c", "-L.", "-lggml-hip", "-L", kit_s, "-Wl,-rpath,$ORIGIN", "-Wl,-rpath-link", kit_s],
+        &[
+            "-o",
+            "llama-cli",
+            "cli.c",
+            "-L.",
+            "-lggml-hip",
+            "-L",
+            kit_s,
+            "-Wl,-rpath,$ORIGIN",
+            "-Wl,-rpath-link",
+            kit_s,
+        ],
         &bin,
     );
     for f in ["hip.c", "cli.c"] {
@@ -225,17 +287,29 @@ fn packing_bundles_what_the_loader_needs_and_only_the_built_targets_kernels() {
         ("GPUPROBE_BUNDLE_DATA", "librocblas.so.*=rocblas/library"),
         ("GPUPROBE_TARGETS", "gfx1100;gfx1201"),
     ];
-    let o = sh("package.sh", &[&build, &src, &out, Path::new("llama-test")], &env);
+    let o = sh(
+        "package.sh",
+        &[&build, &src, &out, Path::new("llama-test")],
+        &env,
+    );
     let log = text(&o);
     assert_eq!(o.status.code(), Some(0), "{log}");
     assert!(log.contains("bundled librocblas.so.4 from"), "{log}");
     assert!(
-        log.contains("rocblas/library: 3 files for the built targets (1 for other targets left out)"),
+        log.contains(
+            "rocblas/library: 3 files for the built targets (1 for other targets left out)"
+        ),
         "{log}"
     );
     let pkg = out.join("llama-test");
-    assert!(pkg.join("rocblas/library/TensileLibrary_lazy_gfx1100.dat").is_file());
-    assert!(!pkg.join("rocblas/library/TensileLibrary_Type_HH_gfx90a.co").exists());
+    assert!(
+        pkg.join("rocblas/library/TensileLibrary_lazy_gfx1100.dat")
+            .is_file()
+    );
+    assert!(
+        !pkg.join("rocblas/library/TensileLibrary_Type_HH_gfx90a.co")
+            .exists()
+    );
     let readme = std::fs::read_to_string(pkg.join("README.package.txt")).unwrap();
     assert!(readme.contains("librocblas.so.4"), "{readme}");
     assert!(readme.contains("Linux with GLIBC"), "{readme}");
@@ -243,13 +317,29 @@ fn packing_bundles_what_the_loader_needs_and_only_the_built_targets_kernels() {
     // The toolkit directory is gone on the user's machine: the package still runs.
     let archive = out.join("llama-test.tar.gz");
     std::fs::rename(&kit, root.path().join("moved")).unwrap();
-    let ok = sh("self-check.sh", &[&archive], &[("GPUPROBE_TARGETS", "gfx1100;gfx1201")]);
+    let ok = sh(
+        "self-check.sh",
+        &[&archive],
+        &[("GPUPROBE_TARGETS", "gfx1100;gfx1201")],
+    );
     assert_eq!(ok.status.code(), Some(0), "{}", text(&ok));
-    assert!(text(&ok).contains("rocblas/library is next to librocblas.so.4"), "{}", text(&ok));
+    assert!(
+        text(&ok).contains("rocblas/library is next to librocblas.so.4"),
+        "{}",
+        text(&ok)
+    );
     // A target whose kernels are not in the package.
-    let bad = sh("self-check.sh", &[&archive], &[("GPUPROBE_TARGETS", "gfx1100;gfx1030")]);
+    let bad = sh(
+        "self-check.sh",
+        &[&archive],
+        &[("GPUPROBE_TARGETS", "gfx1100;gfx1030")],
+    );
     assert_eq!(bad.status.code(), Some(1), "{}", text(&bad));
-    assert!(text(&bad).contains("rocblas/library has no kernels for gfx1030"), "{}", text(&bad));
+    assert!(
+        text(&bad).contains("rocblas/library has no kernels for gfx1030"),
+        "{}",
+        text(&bad)
+    );
 }
 
 #[test]
@@ -260,12 +350,18 @@ fn packing_fails_when_an_expected_runtime_library_is_not_found() {
     let o = sh(
         "package.sh",
         &[&build, &src, &out, Path::new("llama-test")],
-        &[("GPUPROBE_OS", "linux"), ("GPUPROBE_BUNDLE_EXPECT", "librocblas.so.*")],
+        &[
+            ("GPUPROBE_OS", "linux"),
+            ("GPUPROBE_BUNDLE_EXPECT", "librocblas.so.*"),
+        ],
     );
     let log = text(&o);
     assert_eq!(o.status.code(), Some(1), "{log}");
     assert!(log.contains("cannot find librocblas.so.4"), "{log}");
-    assert!(log.contains("nothing matching librocblas.so.* (GPUPROBE_BUNDLE_EXPECT) was bundled"), "{log}");
+    assert!(
+        log.contains("nothing matching librocblas.so.* (GPUPROBE_BUNDLE_EXPECT) was bundled"),
+        "{log}"
+    );
 }
 
 /// A real Windows PE file: the launcher pip ships for console scripts.
@@ -303,7 +399,10 @@ fn zip_package(files: &[(&str, Vec<u8>)]) -> (tempfile::TempDir, PathBuf) {
 #[test]
 fn windows_import_tables_are_read_from_real_pe_files() {
     let Some(exe) = windows_launcher() else {
-        assert!(std::env::var_os("CI").is_none(), "pip's t64.exe is needed in CI");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "pip's t64.exe is needed in CI"
+        );
         eprintln!("skipped: no pip t64.exe found");
         return;
     };
@@ -322,10 +421,17 @@ fn windows_import_tables_are_read_from_real_pe_files() {
         .expect("the launcher imports SHLWAPI.dll");
     let mut other = pe.clone();
     other[at..at + 11].copy_from_slice(b"GGMLXYZ.dll");
-    let (_b, bad) = zip_package(&[("llama-cli.exe", other.clone()), ("LICENSE", license.clone())]);
+    let (_b, bad) = zip_package(&[
+        ("llama-cli.exe", other.clone()),
+        ("LICENSE", license.clone()),
+    ]);
     let o = sh("self-check.sh", &[Path::new("--no-run"), &bad], &[]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("imports GGMLXYZ.dll, which is neither in the package"), "{}", text(&o));
+    assert!(
+        text(&o).contains("imports GGMLXYZ.dll, which is neither in the package"),
+        "{}",
+        text(&o)
+    );
 
     // ... and with that DLL next to it (names compared without case).
     let (_c, fixed) = zip_package(&[
@@ -345,7 +451,11 @@ fn windows_import_tables_are_read_from_real_pe_files() {
 fn bad_usage_exits_2() {
     let o = sh("self-check.sh", &[], &[]);
     assert_eq!(o.status.code(), Some(2));
-    let o = sh("self-check.sh", &[Path::new("/no/such/archive.tar.gz")], &[]);
+    let o = sh(
+        "self-check.sh",
+        &[Path::new("/no/such/archive.tar.gz")],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(2));
     let o = sh("package.sh", &[Path::new("a")], &[]);
     assert_eq!(o.status.code(), Some(2));

@@ -785,7 +785,7 @@ fn the_header_command_regenerates_the_same_workflow() {
     }
 }
 
-fn steps_named<'a>(job: &'a Value) -> Vec<&'a str> {
+fn steps_named(job: &Value) -> Vec<&str> {
     job["steps"]
         .as_array()
         .unwrap()
@@ -809,9 +809,18 @@ fn every_build_job_packages_self_checks_and_uploads_the_archive() {
                     .position(|s| s.starts_with(n))
                     .unwrap_or_else(|| panic!("{name}/{id}: no step `{n}` in {steps:?}"))
             };
-            assert!(at("Configure and build") < at("Package the build"), "{name}/{id}");
-            assert!(at("Package the build") < at("Self-check the package"), "{name}/{id}");
-            assert!(at("Self-check the package") < at("Upload the package"), "{name}/{id}");
+            assert!(
+                at("Configure and build") < at("Package the build"),
+                "{name}/{id}"
+            );
+            assert!(
+                at("Package the build") < at("Self-check the package"),
+                "{name}/{id}"
+            );
+            assert!(
+                at("Self-check the package") < at("Upload the package"),
+                "{name}/{id}"
+            );
             let upload = &job["steps"][at("Upload the package")];
             assert_eq!(upload["with"]["archive"], Value::Bool(false), "{name}/{id}");
             let ext = if id == "linux" { "tar.gz" } else { "zip" };
@@ -819,9 +828,16 @@ fn every_build_job_packages_self_checks_and_uploads_the_archive() {
                 upload["with"]["path"].as_str().unwrap().ends_with(ext),
                 "{name}/{id}"
             );
-            let check = job["steps"][at("Self-check the package")]["run"].as_str().unwrap();
-            assert!(check.contains("is NOT self-contained"), "{name}/{id}: the self-check script is inlined");
-            let package = job["steps"][at("Package the build")]["run"].as_str().unwrap();
+            let check = job["steps"][at("Self-check the package")]["run"]
+                .as_str()
+                .unwrap();
+            assert!(
+                check.contains("is NOT self-contained"),
+                "{name}/{id}: the self-check script is inlined"
+            );
+            let package = job["steps"][at("Package the build")]["run"]
+                .as_str()
+                .unwrap();
             assert!(package.contains("README.package.txt"), "{name}/{id}");
         }
     }
@@ -830,7 +846,9 @@ fn every_build_job_packages_self_checks_and_uploads_the_archive() {
 #[test]
 fn release_flags_follow_the_os_and_the_llama_build() {
     let doc = yaml(&workflow(CASES[0].1));
-    let linux = doc["jobs"]["linux"]["env"]["GPUPROBE_PACKAGE_ARGS"].as_str().unwrap();
+    let linux = doc["jobs"]["linux"]["env"]["GPUPROBE_PACKAGE_ARGS"]
+        .as_str()
+        .unwrap();
     for f in [
         "-DCMAKE_INSTALL_RPATH=$ORIGIN",
         "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON",
@@ -839,15 +857,26 @@ fn release_flags_follow_the_os_and_the_llama_build() {
     ] {
         assert!(linux.split(' ').any(|a| a == f), "linux lacks {f}: {linux}");
     }
-    let windows = doc["jobs"]["windows"]["env"]["GPUPROBE_PACKAGE_ARGS"].as_str().unwrap();
-    for f in ["-DLLAMA_BUILD_BORINGSSL=ON", "-DGGML_OPENMP=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF"] {
-        assert!(windows.split(' ').any(|a| a == f), "windows lacks {f}: {windows}");
+    let windows = doc["jobs"]["windows"]["env"]["GPUPROBE_PACKAGE_ARGS"]
+        .as_str()
+        .unwrap();
+    for f in [
+        "-DLLAMA_BUILD_BORINGSSL=ON",
+        "-DGGML_OPENMP=OFF",
+        "-DLLAMA_BUILD_EXAMPLES=OFF",
+    ] {
+        assert!(
+            windows.split(' ').any(|a| a == f),
+            "windows lacks {f}: {windows}"
+        );
     }
     assert!(!windows.contains("RPATH"), "{windows}");
     // Build 4500 predates GGML_BACKEND_DL's successor options and LLAMA_BUILD_TOOLS: llama-cli
     // is still an example there, so examples stay on; BoringSSL is not there either.
     let old = yaml(&workflow(CASES[4].1));
-    let args = old["jobs"]["linux"]["env"]["GPUPROBE_PACKAGE_ARGS"].as_str().unwrap();
+    let args = old["jobs"]["linux"]["env"]["GPUPROBE_PACKAGE_ARGS"]
+        .as_str()
+        .unwrap();
     assert!(!args.contains("EXAMPLES"), "{args}");
     assert!(!args.contains("BORINGSSL"), "{args}");
     assert!(args.contains("-DCMAKE_INSTALL_RPATH=$ORIGIN"), "{args}");
@@ -863,7 +892,9 @@ fn linux_builds_run_on_the_oldest_supported_ubuntu() {
         }
         let image = linux["container"]["image"].as_str().unwrap_or("");
         assert!(
-            image.contains("ubuntu22.04") || image.contains("ubuntu-22.04") || linux["runs-on"] == "ubuntu-22.04",
+            image.contains("ubuntu22.04")
+                || image.contains("ubuntu-22.04")
+                || linux["runs-on"] == "ubuntu-22.04",
             "{name}: {image} / {}",
             linux["runs-on"]
         );
@@ -882,10 +913,16 @@ fn windows_cuda_components_follow_the_cuda_major() {
     let c13 = sub(5);
     for p in ["crt", "nvvm", "nvptxcompiler"] {
         assert!(c13.split(' ').any(|s| s == p), "CUDA 13 needs {p}: {c13}");
-        assert!(!c12.split(' ').any(|s| s == p), "CUDA 12 has {p} in nvcc: {c12}");
+        assert!(
+            !c12.split(' ').any(|s| s == p),
+            "CUDA 12 has {p} in nvcc: {c12}"
+        );
     }
     let doc = yaml(&workflow(CASES[5].1));
-    assert_eq!(doc["jobs"]["windows"]["env"]["CUDA_RUNTIME_SUBDIRS"], "bin/x64 bin");
+    assert_eq!(
+        doc["jobs"]["windows"]["env"]["CUDA_RUNTIME_SUBDIRS"],
+        "bin/x64 bin"
+    );
     assert_eq!(
         doc["jobs"]["windows"]["env"]["GPUPROBE_BUNDLE_EXPECT"],
         "cudart64_*.dll;cublas64_*.dll;cublasLt64_*.dll"
@@ -911,12 +948,19 @@ fn windows_hip_is_split_by_family_without_instinct_targets() {
     };
     let windows = groups("windows");
     assert!(windows.len() >= 4, "{windows:?}");
-    assert!(windows.iter().any(|(g, t)| g.ends_with("gfx110X") && t.contains("gfx1100")));
+    assert!(
+        windows
+            .iter()
+            .any(|(g, t)| g.ends_with("gfx110X") && t.contains("gfx1100"))
+    );
     for (_, t) in &windows {
         assert!(!t.contains("gfx90a") && !t.contains("gfx908"), "{t}");
     }
     assert!(groups("linux").iter().any(|(_, t)| t.contains("gfx90a")));
-    assert!(text.contains("# Dropped: gfx90a, gfx908 dropped from the windows job"), "{text}");
+    assert!(
+        text.contains("# Dropped: gfx90a, gfx908 dropped from the windows job"),
+        "{text}"
+    );
     // A compiler cache, never restored for a release build.
     let cache = doc["jobs"]["windows"]["steps"]
         .as_array()
@@ -924,9 +968,20 @@ fn windows_hip_is_split_by_family_without_instinct_targets() {
         .iter()
         .find(|s| s["name"] == "Restore the compiler cache")
         .expect("a compiler cache on Windows HIP");
-    assert_eq!(cache["with"]["lookup-only"], "${{ startsWith(github.ref, 'refs/tags/') }}");
+    assert_eq!(
+        cache["with"]["lookup-only"],
+        "${{ startsWith(github.ref, 'refs/tags/') }}"
+    );
     // Nothing but Instinct targets on Windows: refused.
-    let out = gpuprobe(&["workflow", "--targets", "gfx90a,gfx942", "--rocm", "7.14.0", "--os", "windows"]);
+    let out = gpuprobe(&[
+        "workflow",
+        "--targets",
+        "gfx90a,gfx942",
+        "--rocm",
+        "7.14.0",
+        "--os",
+        "windows",
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no target is left for windows"));
 }
@@ -935,7 +990,10 @@ fn windows_hip_is_split_by_family_without_instinct_targets() {
 fn therock_entries_install_the_device_code_of_their_targets() {
     let doc = yaml(&workflow(CASES[2].1));
     for os in ["linux", "windows"] {
-        for e in doc["jobs"][os]["strategy"]["matrix"]["include"].as_array().unwrap() {
+        for e in doc["jobs"][os]["strategy"]["matrix"]["include"]
+            .as_array()
+            .unwrap()
+        {
             let want: Vec<String> = e["targets"]
                 .as_str()
                 .unwrap()
@@ -946,7 +1004,10 @@ fn therock_entries_install_the_device_code_of_their_targets() {
         }
     }
     let classic = yaml(&workflow(CASES[3].1));
-    for e in classic["jobs"]["linux"]["strategy"]["matrix"]["include"].as_array().unwrap() {
+    for e in classic["jobs"]["linux"]["strategy"]["matrix"]["include"]
+        .as_array()
+        .unwrap()
+    {
         assert_eq!(e["rocm_extras"], "", "no wheels, no extras");
     }
 }
@@ -987,7 +1048,12 @@ fn the_header_and_the_packages_carry_every_runtime_note() {
         let mut seen = 0;
         for kind in ["warnings", "notes"] {
             for n in plan[kind].as_array().unwrap() {
-                let m: String = n["message"].as_str().unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
+                let m: String = n["message"]
+                    .as_str()
+                    .unwrap()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 assert!(header.contains(&m), "{os}: the header lacks `{m}`");
                 assert!(notes.contains(&m), "{os}: the package notes lack `{m}`");
                 seen += 1;
@@ -995,13 +1061,22 @@ fn the_header_and_the_packages_carry_every_runtime_note() {
         }
         for g in plan["groups"].as_array().unwrap() {
             for e in g["env"].as_array().unwrap() {
-                let advice = format!("{}={}", e["name"].as_str().unwrap(), e["value"].as_str().unwrap());
+                let advice = format!(
+                    "{}={}",
+                    e["name"].as_str().unwrap(),
+                    e["value"].as_str().unwrap()
+                );
                 assert!(header.contains(&advice), "{os}: the header lacks {advice}");
-                assert!(notes.contains(&advice), "{os}: the package notes lack {advice}");
+                assert!(
+                    notes.contains(&advice),
+                    "{os}: the package notes lack {advice}"
+                );
             }
         }
         assert!(seen > 0, "{os}: the plan has notes to carry");
     }
-    assert!(header.contains("Q7 may apply"), "the may-apply notes are there too");
+    assert!(
+        header.contains("Q7 may apply"),
+        "the may-apply notes are there too"
+    );
 }
-

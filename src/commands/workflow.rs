@@ -158,7 +158,10 @@ fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
                     os.as_str(),
                     dropped.last().map(String::as_str).unwrap_or("")
                 ),
-                format!("leave {} out of --os, or add targets it supports", os.as_str()),
+                format!(
+                    "leave {} out of --os, or add targets it supports",
+                    os.as_str()
+                ),
             )
             .into());
         }
@@ -256,7 +259,15 @@ fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
                 warnings.push(text);
             }
         }
-        jobs.push(job(k, &tk, *os, plan, &version, &llama_ref, effective_build)?);
+        jobs.push(job(
+            k,
+            &tk,
+            *os,
+            plan,
+            &version,
+            &llama_ref,
+            effective_build,
+        )?);
     }
 
     let backend_word = match plan_backend {
@@ -343,8 +354,10 @@ fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
     }
     // Everything the plans say about running the built binaries, once, with the OS where it
     // applies to one OS only.
-    let per_os_notes: Vec<(Os, Vec<String>)> =
-        plans.iter().map(|(os, p)| (*os, runtime_notes(p))).collect();
+    let per_os_notes: Vec<(Os, Vec<String>)> = plans
+        .iter()
+        .map(|(os, p)| (*os, runtime_notes(p)))
+        .collect();
     let mut notes: Vec<String> = Vec::new();
     for (os, list) in &per_os_notes {
         for n in list {

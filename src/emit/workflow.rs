@@ -270,7 +270,6 @@ impl ToolVersion {
     }
 }
 
-
 /// Picks the toolkit install for a backend, OS and version from `profiles/toolkits.toml`, or
 /// says why there is none.
 ///
@@ -282,7 +281,12 @@ impl ToolVersion {
 ///   entry adds the `device-gfx*` extras of its targets.
 /// - CUDA, Linux: NVIDIA's devel image on the oldest Ubuntu of its `[[cuda.linux]]` record;
 ///   Windows: NVIDIA's network installer with the `[[cuda.windows]]` sub-packages of that major.
-pub fn install(tk: &ToolkitTable, backend: Backend, os: Os, version: &ToolVersion) -> Result<Install> {
+pub fn install(
+    tk: &ToolkitTable,
+    backend: Backend,
+    os: Os,
+    version: &ToolVersion,
+) -> Result<Install> {
     match backend {
         Backend::Hip => rocm_install(tk, os, version),
         Backend::Cuda => cuda_install(tk, os, version),
@@ -319,13 +323,28 @@ fn rocm_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
             kind: "rocm-container",
             version: v.text.clone(),
             env: vec![
-                EnvVar { name: "DEBIAN_FRONTEND", value: "noninteractive".into() },
-                EnvVar { name: "GPUPROBE_APT", value: c.apt.join(" ") },
-                EnvVar { name: "GPUPROBE_RUNTIME_DIRS", value: c.runtime_dirs.join(";") },
+                EnvVar {
+                    name: "DEBIAN_FRONTEND",
+                    value: "noninteractive".into(),
+                },
+                EnvVar {
+                    name: "GPUPROBE_APT",
+                    value: c.apt.join(" "),
+                },
+                EnvVar {
+                    name: "GPUPROBE_RUNTIME_DIRS",
+                    value: c.runtime_dirs.join(";"),
+                },
             ],
             comment: vec![
-                format!("ROCm {}: AMD's {image} image (ROCm installed from AMD's apt repository at that", v.text),
-                format!("version); {} from the same repository. The image is pinned by tag; pin it by", c.apt.join(", ")),
+                format!(
+                    "ROCm {}: AMD's {image} image (ROCm installed from AMD's apt repository at that",
+                    v.text
+                ),
+                format!(
+                    "version); {} from the same repository. The image is pinned by tag; pin it by",
+                    c.apt.join(", ")
+                ),
                 "digest (image@sha256:...) to freeze it.".into(),
             ],
             container: Some(image),
@@ -350,7 +369,10 @@ fn rocm_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
     let Some(index) = index else {
         return Err(Error::input(
             "--rocm",
-            format!("ROCm {}: gpuprobe's toolkit table has no {channel} index for {}.{}", v.text, mm.0, mm.1),
+            format!(
+                "ROCm {}: gpuprobe's toolkit table has no {channel} index for {}.{}",
+                v.text, mm.0, mm.1
+            ),
             "use a released version of that series",
         ));
     };
@@ -358,8 +380,14 @@ fn rocm_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
         kind: "rocm-wheels",
         version: v.text.clone(),
         env: vec![
-            EnvVar { name: "ROCM_VERSION", value: v.text.clone() },
-            EnvVar { name: "ROCM_INDEX_URL", value: index.into() },
+            EnvVar {
+                name: "ROCM_VERSION",
+                value: v.text.clone(),
+            },
+            EnvVar {
+                name: "ROCM_INDEX_URL",
+                value: index.into(),
+            },
         ],
         comment: vec![
             format!(
@@ -398,7 +426,10 @@ fn cuda_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
     };
     match os {
         Os::Windows => {
-            let w = tk.cuda.windows_for(mm).ok_or_else(|| missing("Windows installer record"))?;
+            let w = tk
+                .cuda
+                .windows_for(mm)
+                .ok_or_else(|| missing("Windows installer record"))?;
             let url = format!(
                 "https://developer.download.nvidia.com/compute/cuda/{full}/network_installers/cuda_{full}_windows_network.exe"
             );
@@ -407,11 +438,26 @@ fn cuda_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
                 kind: "cuda-installer",
                 version: full.clone(),
                 env: vec![
-                    EnvVar { name: "CUDA_VERSION", value: full.clone() },
-                    EnvVar { name: "CUDA_MAJOR_MINOR", value: format!("{major}.{minor}") },
-                    EnvVar { name: "CUDA_INSTALLER_URL", value: url },
-                    EnvVar { name: "CUDA_SUBPACKAGES", value: subpackages.clone() },
-                    EnvVar { name: "CUDA_RUNTIME_SUBDIRS", value: w.runtime_dirs.join(" ") },
+                    EnvVar {
+                        name: "CUDA_VERSION",
+                        value: full.clone(),
+                    },
+                    EnvVar {
+                        name: "CUDA_MAJOR_MINOR",
+                        value: format!("{major}.{minor}"),
+                    },
+                    EnvVar {
+                        name: "CUDA_INSTALLER_URL",
+                        value: url,
+                    },
+                    EnvVar {
+                        name: "CUDA_SUBPACKAGES",
+                        value: subpackages.clone(),
+                    },
+                    EnvVar {
+                        name: "CUDA_RUNTIME_SUBDIRS",
+                        value: w.runtime_dirs.join(" "),
+                    },
                 ],
                 comment: vec![format!(
                     "CUDA {full}: NVIDIA's network installer, silent, with the CUDA {major}.x sub-packages a llama.cpp build needs ({subpackages})."
@@ -421,15 +467,27 @@ fn cuda_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
             })
         }
         Os::Linux | Os::Wsl => {
-            let l = tk.cuda.linux_for(mm).ok_or_else(|| missing("Linux image"))?;
+            let l = tk
+                .cuda
+                .linux_for(mm)
+                .ok_or_else(|| missing("Linux image"))?;
             let image = l.image.replace("{version}", &full);
             Ok(Install {
                 kind: "cuda-container",
                 version: full.clone(),
                 env: vec![
-                    EnvVar { name: "DEBIAN_FRONTEND", value: "noninteractive".into() },
-                    EnvVar { name: "GPUPROBE_APT", value: String::new() },
-                    EnvVar { name: "GPUPROBE_RUNTIME_DIRS", value: l.runtime_dirs.join(";") },
+                    EnvVar {
+                        name: "DEBIAN_FRONTEND",
+                        value: "noninteractive".into(),
+                    },
+                    EnvVar {
+                        name: "GPUPROBE_APT",
+                        value: String::new(),
+                    },
+                    EnvVar {
+                        name: "GPUPROBE_RUNTIME_DIRS",
+                        value: l.runtime_dirs.join(";"),
+                    },
                 ],
                 comment: vec![format!(
                     "CUDA {full}: NVIDIA's {image} image, the oldest Ubuntu it is published for. The image is pinned by tag; pin it by digest (image@sha256:...) to freeze it."
@@ -597,7 +655,10 @@ mod tests {
                 .map(|e| e.value.clone())
                 .unwrap()
         };
-        assert!(subpackages(&w).contains("nvvm"), "13.x splits nvvm out of nvcc");
+        assert!(
+            subpackages(&w).contains("nvvm"),
+            "13.x splits nvvm out of nvcc"
+        );
         let w12 = install(Backend::Cuda, Os::Windows, &v("12.8")).unwrap();
         assert!(!subpackages(&w12).contains("nvvm"));
         assert_eq!(w12.needs, "an NVIDIA driver 525 or newer");

@@ -308,8 +308,10 @@ run_cli() { # ARGS... ; prints the output, returns the exit status
             "SYSTEMROOT=${SYSTEMROOT:-C:\\Windows}" "WINDIR=${WINDIR:-C:\\Windows}"
             "TEMP=${TEMP:-$work}" "TMP=${TMP:-$work}")
     fi
+    local limit=()
+    command -v timeout >/dev/null 2>&1 && limit=(timeout 120)
     # From a directory outside the package: nothing may depend on the working directory.
-    (cd "$work" && timeout 120 "${env_cmd[@]}" "$cli" "$@" 2>&1)
+    (cd "$work" && "${limit[@]}" "${env_cmd[@]}" "$cli" "$@" 2>&1)
 }
 
 if [ -n "$cli" ] && [ "$run_programs" -eq 1 ]; then

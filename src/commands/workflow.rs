@@ -1,6 +1,8 @@
-//! `gpuprobe workflow`: one plan per OS from the declared targets, turned into a GitHub Actions
-//! workflow (one job per OS, one matrix entry per plan group), printed, written atomically
-//! (`--output`) or compared with a file (`--check`, exit 1 and a unified diff on drift).
+//! `gpuprobe workflow`: one plan per OS from the declared targets (without the targets that OS's
+//! toolkit does not support), turned into a GitHub Actions release workflow (one job per OS, one
+//! matrix entry per plan group, or per GPU family for Windows HIP; a release job), printed,
+//! written atomically (`--output`) or compared with a file (`--check`, exit 1 and a unified diff
+//! on drift).
 
 use std::path::Path;
 

@@ -1,9 +1,12 @@
-//! `workflow`: a GitHub Actions workflow that builds llama.cpp with the resolved flags.
+//! `workflow`: a GitHub Actions workflow that builds llama.cpp with the resolved flags, packs
+//! each build into an archive that runs with only the GPU driver installed, proves it with a
+//! self-check, and publishes the archives on a `v*` tag.
 //!
 //! The data ([`Workflow`]: one job per OS, one matrix entry per plan group) is built by
 //! `commands::workflow` from one plan per OS; this module holds the pieces that do not depend on
 //! a plan — the pinned-action table, the choice of toolchain install for a backend, OS and
-//! version — and renders the template `templates/workflow.yml.j2`.
+//! version (from `profiles/toolkits.toml`) — and renders the template `templates/workflow.yml.j2`
+//! with the scripts it inlines (`templates/check-build.sh`, `package.sh`, `self-check.sh`).
 //!
 //! The template is rendered by minijinja with the delimiters `{{{ }}}`, `{{% %}}` and
 //! `{{# #}}` (as cargo-dist does), so GitHub's own `${{ }}` expressions pass through as text.

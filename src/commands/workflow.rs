@@ -550,8 +550,8 @@ fn job(
             .and_then(|n| g.flag(n))
             .map(|f| f.reason.clone())
             .unwrap_or_else(|| "the build does not declare the VMM option".into());
-        // Windows HIP builds of many targets run for hours on a hosted runner: one entry per
-        // GPU family there, each with its own compiler cache.
+        // Windows HIP: one entry per GPU family, each a shorter build with its own compiler
+        // cache (llama.cpp's windows-rocm job at build 11434 builds 20 targets in one job).
         let split = os == Os::Windows && plan.backend == Backend::Hip;
         for (suffix, targets) in family_split(k, &g.targets, split) {
             let group = match suffix {

@@ -17,8 +17,11 @@ fn repo() -> PathBuf {
 }
 
 fn sh(script: &str, args: &[&Path], env: &[(&str, &str)]) -> Output {
+    // As GitHub runs a workflow's bash steps.
     let mut c = Command::new("bash");
-    c.arg(repo().join("templates").join(script)).args(args);
+    c.args(["--noprofile", "--norc", "-eo", "pipefail"])
+        .arg(repo().join("templates").join(script))
+        .args(args);
     c.env_remove("GITHUB_STEP_SUMMARY")
         .env_remove("GPUPROBE_DRIVER_LIBS")
         .env_remove("GPUPROBE_DRIVER_DIR")

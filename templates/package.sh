@@ -23,7 +23,7 @@
 #   GPUPROBE_PACKAGE_NOTES a file whose text goes into README.package.txt (requirements, notes)
 set -euo pipefail
 
-[ $# -eq 4 ] || { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -eq 4 ] || { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 build=$1
 src=$2
 out=$3

@@ -163,7 +163,7 @@ package_phase() {
     (cd "$fresh/llama-e2e-cuda" && env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$work/driver-only" \
         "$interp" --inhibit-cache ./llama-cli --list-devices) 2>&1 | tee "$work/devices-package.txt"
     grep -q 'CUDA0' "$work/devices-package.txt" || fail "the unpacked package does not list CUDA0 with only the driver on the library path"
-    echo "package: $(grep -c 'bundled' "$work/package.txt") runtime libraries bundled, self-check passed, CUDA0 listed"
+    echo "package: $(grep -c '^package: bundled ' "$work/package.txt") runtime libraries bundled, self-check passed, CUDA0 listed"
 }
 
 "$gp" detect | tee "$work/detect.txt"

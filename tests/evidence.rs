@@ -88,6 +88,8 @@ fn workflow_matrix(text: &str) -> Vec<(String, Vec<(String, String)>)> {
                 .push((tg, v.trim_matches('"').to_string()));
         }
     }
+    // The release job publishes what the build jobs made; it builds nothing.
+    jobs.retain(|(id, _)| id != "release");
     jobs
 }
 
@@ -161,7 +163,10 @@ fn a_measured_pass_moves_exactly_that_architecture_into_a_vmm_group() {
             _ => assert!(vmm.is_empty(), "{job}: {entries:?}"),
         }
         let all: Vec<&str> = entries.iter().flat_map(|(t, _)| t.split(';')).collect();
-        assert_eq!(all.len(), 14, "every target is still built once: {all:?}");
+        // Windows ROCm has no Instinct support: gfx90a and gfx908 leave that job
+        // (profiles/targets.toml).
+        let want = if job == "windows" { 12 } else { 14 };
+        assert_eq!(all.len(), want, "every target is still built once: {all:?}");
     }
     let dir = tempfile::tempdir().unwrap();
     // The same evidence on another ROCm series moves nothing.

@@ -90,12 +90,12 @@ pub fn summary(plan: &Plan) -> String {
                     .map(|w| format!(" when {w}"))
                     .unwrap_or_default();
                 format!(
-                    "- `{}={}` for {} ({}){when}: {}\n",
-                    e.name,
-                    e.value,
-                    g.name,
-                    g.targets.join(", "),
-                    md_cell(&e.reason)
+                    "- {} for {} ({}){}: {}\n",
+                    code(&format!("{}={}", e.name, e.value)),
+                    md(&g.name),
+                    md(&g.targets.join(", ")),
+                    md(&when),
+                    md(&e.reason)
                 )
             })
         })

@@ -634,8 +634,11 @@ proptest! {
 /// that sit inside plain YAML scalars (`llama_ref`, `install.version`): those are validated where
 /// they are parsed (`--llama-ref`, `--cuda`/`--rocm`), and `plain` gives them.
 fn workflow_with(s: &str, plain: &str) -> gpuprobe::emit::workflow::Workflow {
-    use gpuprobe::emit::workflow::{self as wf, Entry, Job, ToolVersion, Workflow};
+    use gpuprobe::emit::workflow::{
+        self as wf, Entry, Job, JobBundle, Release, ToolVersion, Tools, Workflow,
+    };
     let mut install = wf::install(
+        &gpuprobe::toolkits::ToolkitTable::bundled().unwrap(),
         gpuprobe::report::Backend::Cuda,
         Os::Linux,
         &ToolVersion::parse("--cuda", "12.8").unwrap(),
@@ -653,6 +656,7 @@ fn workflow_with(s: &str, plain: &str) -> gpuprobe::emit::workflow::Workflow {
         vmm_flag: s.to_string(),
         expect_no_vmm: s.to_string(),
         artifact: s.to_string(),
+        rocm_extras: s.to_string(),
         comment: vec![s.to_string()],
     };
     Workflow {
@@ -670,7 +674,25 @@ fn workflow_with(s: &str, plain: &str) -> gpuprobe::emit::workflow::Workflow {
             install,
             cli_needs: "",
             entries: vec![entry.clone(), entry],
+            package_args: s.to_string(),
+            package_comment: vec![s.to_string()],
+            bundle: JobBundle {
+                driver_libs: s.to_string(),
+                expect: s.to_string(),
+                extra: s.to_string(),
+                data: s.to_string(),
+            },
+            notes: s.to_string(),
+            ccache: false,
         }],
+        tools: Tools {
+            python: plain.to_string(),
+            pip: s.to_string(),
+        },
+        release: Release {
+            needs: vec!["linux"],
+            notes: s.to_string(),
+        },
     }
 }
 

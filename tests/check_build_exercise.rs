@@ -175,6 +175,40 @@ exit 1"#
     );
 }
 
+/// Seen on an H200 (legacy-pool build of 11434): test-backend-ops exited 1 and printed `FAIL`
+/// last, but no op line ended in FAIL. A message printed before the result shares the op's
+/// line, and the summary count is the one test-backend-ops itself keeps: both must count.
+#[test]
+fn failures_without_a_clean_op_line_are_still_counted() {
+    let body = format!(
+        r#"{HEAD}
+printf '  MUL_MAT(type_a=q4_0,type_b=f32,m=16,n=1,k=256): \033[1;32mOK\033[0m\n'
+printf 'failed to allocate tensors [CUDA0]   FLASH_ATTN_EXT(hsk=128,hsv=128,type_K=q8_0): \033[1;31mFAIL\033[0m\n'
+echo "  3/5 tests passed"
+printf '  Backend CUDA0: \033[1;31mFAIL\033[0m\n'
+echo "0/1 backends passed"
+printf '\033[1;31mFAIL\033[0m\n'
+exit 1"#
+    );
+    let d = build_dir(&body);
+    let (out, v) = run(d.path(), &[], &[("VMM", "no")]);
+    assert_eq!(out.status.code(), Some(1));
+    let dev = &v["devices"][0];
+    assert_eq!(dev["outcome"], "fail");
+    let failed: Vec<&str> = dev["failed_ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    assert_eq!(failed[0], "FLASH_ATTN_EXT(hsk=128,hsv=128,type_K=q8_0)");
+    assert!(failed[1].starts_with("1 more failed test"), "{failed:?}");
+    let reason = dev["reason"].as_str().unwrap();
+    assert!(reason.contains("2 of 5 tests failed"), "{reason}");
+    assert!(reason.contains("FLASH_ATTN_EXT(hsk=128"), "{reason}");
+}
+
 #[test]
 fn a_hang_is_killed_at_the_timeout_with_its_process_group() {
     let pidfile = tempfile::NamedTempFile::new().unwrap();

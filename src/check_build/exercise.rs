@@ -302,10 +302,19 @@ fn strip_ansi(s: &str) -> String {
 /// `  MUL_MAT(type_a=q4_0,...): OK` → (op with params, status text).
 fn op_line(line: &str) -> Option<(String, String, String)> {
     let re = OP_LINE.get_or_init(|| {
-        Regex::new(r"^\s+([A-Z][A-Z0-9_]*)\((.*)\): ?(.*)$").expect("op line regex")
+        // Not anchored: a message printed before the result (`failed to allocate tensors [CUDA0] `)
+        // shares the op's line.
+        Regex::new(r"(?:^|\s)([A-Z][A-Z0-9_]*)\((.*)\): ?(.*)$").expect("op line regex")
     });
     let c = re.captures(line)?;
     Some((c[1].to_string(), c[2].to_string(), c[3].trim().to_string()))
+}
+
+/// `  2133/2134 tests passed` → (passed, total).
+fn tests_passed(line: &str) -> Option<(usize, usize)> {
+    let rest = line.trim().strip_suffix(" tests passed")?;
+    let (ok, total) = rest.split_once('/')?;
+    Some((ok.parse().ok()?, total.parse().ok()?))
 }
 
 /// Judges one device's run from its exit and output.
@@ -323,8 +332,29 @@ pub fn judge_run(
     let mut skipped_here = false;
     let mut section_is_ours = false;
     let mut description: Option<String> = None;
+    // `  2133/2134 tests passed` of our backend's section: the count test-backend-ops itself keeps.
+    let mut summary: Option<(usize, usize)> = None;
+    let mut in_failing_list = false;
     for raw in inv.output.lines() {
         let line = strip_ansi(raw);
+        if line.trim() == "Failing tests:" {
+            in_failing_list = true;
+            continue;
+        }
+        if in_failing_list {
+            let name = line.trim();
+            if name.is_empty() || !line.starts_with(' ') {
+                in_failing_list = false;
+            } else {
+                if !failed.iter().any(|f| f == name) {
+                    failed.push(name.to_string());
+                }
+                continue;
+            }
+        }
+        if section_is_ours && let Some(counts) = tests_passed(&line) {
+            summary = Some(counts);
+        }
         if let Some(rest) = line.strip_prefix("Backend ") {
             // `Backend 1/2: CUDA0`
             section_is_ours = rest
@@ -349,10 +379,18 @@ pub fn judge_run(
             let name = format!("{op}({params})");
             if status.ends_with("OK") {
                 passed += 1;
-            } else if status.ends_with("FAIL") {
+            } else if status.ends_with("FAIL") && !failed.contains(&name) {
                 failed.push(name.clone());
             }
             last_op = Some(name);
+        }
+    }
+    if let Some((ok, total)) = summary {
+        let unread = total.saturating_sub(ok).saturating_sub(failed.len());
+        if unread > 0 {
+            failed.push(format!(
+                "{unread} more failed test(s) whose result line could not be read ({ok}/{total} tests passed)"
+            ));
         }
     }
     let ops_run: Vec<String> = ops
@@ -393,12 +431,19 @@ pub fn judge_run(
     } else if !failed.is_empty() {
         (
             Outcome::Fail,
-            format!(
-                "{} of {} tests failed ({})",
-                failed.len(),
-                failed.len() + passed,
-                inv.status
-            ),
+            {
+                let (bad, total) = match summary {
+                    Some((ok, total)) => (total.saturating_sub(ok), total),
+                    None => (failed.len(), failed.len() + passed),
+                };
+                let shown: Vec<String> = failed.iter().take(3).map(|f| neutralise(f)).collect();
+                format!(
+                    "{bad} of {total} tests failed ({}): {}{}",
+                    inv.status,
+                    shown.join("; "),
+                    if failed.len() > 3 { "; ..." } else { "" }
+                )
+            },
         )
     } else if !tested_here || skipped_here {
         let listed: Vec<String> = facts

@@ -643,21 +643,19 @@ fn q6_cuda_legacy_pool_plans_get_the_graphs_advice_too() {
         Some("1")
     );
     assert!(p.groups[0].env[0].quirks.contains(&"Q6-cuda".to_string()));
-    assert_eq!(
-        env(&p, "sm_87", "GGML_CUDA_DISABLE_GRAPHS"),
-        env(
-            &Case::new("sm_87").cuda("12.8").build(8900).plan(),
-            "sm_87",
-            "GGML_CUDA_DISABLE_GRAPHS"
-        )
-    );
-    assert_eq!(
-        env(
-            &Case::new("sm_87").cuda("12.8").build(8800).plan(),
-            "sm_87",
-            "GGML_CUDA_DISABLE_GRAPHS"
-        ),
-        None,
+    // Which records ask for graphs off (Q28 does too, for every CUDA build before 10531).
+    let graphs_off_by = |build: u64| -> Vec<String> {
+        let p = Case::new("sm_87").cuda("12.8").build(build).plan();
+        p.groups[0]
+            .env
+            .iter()
+            .filter(|e| e.name == "GGML_CUDA_DISABLE_GRAPHS")
+            .flat_map(|e| e.quirks.clone())
+            .collect()
+    };
+    assert!(graphs_off_by(8900).contains(&"Q6-cuda".to_string()));
+    assert!(
+        !graphs_off_by(8800).contains(&"Q6-cuda".to_string()),
         "before the flush-and-retry path (8863) the pool never frees under a graph"
     );
     // A VMM build is not exposed.
@@ -838,11 +836,87 @@ fn q13_rocwmma_off_for_rdna3_before_its_removal_and_absent_after() {
 
 #[test]
 fn q18_windows_hip_warns_about_the_runner() {
-    assert!(warned(
-        &Case::new("gfx1100").rocm("6.4").os(Os::Windows).plan(),
-        "Q18"
-    ));
+    let p = Case::new("gfx1100").rocm("6.4").os(Os::Windows).plan();
+    assert!(warned(&p, "Q18"));
     assert!(!warned(&Case::new("gfx1100").rocm("6.4").plan(), "Q18"));
+    // The clash is VS 2026's MSVC v145; the VS 2022 toolset is the way out, not a dead end.
+    let q18 = p
+        .warnings
+        .iter()
+        .find(|n| n.quirks.iter().any(|q| q == "Q18"))
+        .unwrap();
+    assert!(q18.message.contains("v145"), "{}", q18.message);
+    assert!(q18.message.contains("VS 2022 toolset"), "{}", q18.message);
+    assert!(!q18.message.contains("14.40 or later"), "{}", q18.message);
+    assert_eq!(
+        k().quirk("Q18").unwrap().effect.runner.as_deref(),
+        Some("windows-2022")
+    );
+}
+
+#[test]
+fn q26_sm_tensor_peer_access_ends_at_build_9875() {
+    let at = |build: u64| {
+        Case::new("sm_75,sm_75")
+            .machine()
+            .cuda("12.4")
+            .build(build)
+            .plan()
+    };
+    let p = at(9600);
+    assert!(warned(&p, "Q26"));
+    let w = p
+        .warnings
+        .iter()
+        .find(|n| n.quirks.iter().any(|q| q == "Q26"))
+        .unwrap();
+    assert!(w.message.contains("9875") && w.message.contains("GGML_CUDA_NO_VMM=ON"));
+    assert!(
+        !all_args(&p).iter().any(|a| a == "-DGGML_CUDA_NO_VMM=ON"),
+        "a warning, not a flag: the workload is not visible to the plan"
+    );
+    assert!(warned(&at(9874), "Q26"));
+    assert!(!warned(&at(9875), "Q26"), "the first build with #24491");
+    assert!(!warned(&at(8737), "Q26"), "before -sm tensor existed");
+    // One GPU, or GPUs that are not one machine (unknown): never definite.
+    assert!(!warned(
+        &Case::new("sm_75").cuda("12.4").build(9600).plan(),
+        "Q26"
+    ));
+    let p = Case::new("sm_75").cuda("12.4").build(9600).plan();
+    assert!(noted(&p, "Q26") || !warned(&p, "Q26"));
+}
+
+#[test]
+fn q25_cuda_below_11_7_warns_for_targets_older_toolkits_could_build() {
+    assert!(warned(&Case::new("sm_86").cuda("11.5").plan(), "Q25"));
+    assert!(warned(&Case::new("sm_75").cuda("11.6").plan(), "Q25"));
+    assert!(!warned(&Case::new("sm_86").cuda("11.7").plan(), "Q25"));
+    assert!(!warned(&Case::new("sm_86").cuda("12.8").plan(), "Q25"));
+    // sm_89 and later already need 11.8 from the target table: a refusal, not this warning.
+    let p = Case::new("sm_89").cuda("11.5").plan();
+    assert!(p.refused());
+    assert!(!warned(&p, "Q25"));
+    // Unknown toolkit: said as a possibility, never as a warning.
+    let p = Case::new("sm_86").plan();
+    assert!(noted(&p, "Q25") && !warned(&p, "Q25"));
+}
+
+#[test]
+fn q28_graphs_with_speculative_decoding_advice_before_build_10531() {
+    let p = Case::new("sm_70").cuda("12.4").build(10107).plan();
+    assert!(warned(&p, "Q28"));
+    assert_eq!(
+        env(&p, "sm_70", "GGML_CUDA_DISABLE_GRAPHS").as_deref(),
+        Some("1")
+    );
+    let p = Case::new("sm_70").cuda("12.4").build(10531).plan();
+    assert!(!warned(&p, "Q28"));
+    assert_eq!(env(&p, "sm_70", "GGML_CUDA_DISABLE_GRAPHS"), None);
+    assert!(!warned(
+        &Case::new("gfx1100").rocm("7.2.1").build(10107).plan(),
+        "Q28"
+    ));
 }
 
 #[test]
@@ -1299,7 +1373,24 @@ const TABLE: &[Row] = &[
     Row { targets: "sm_120", cuda: Some("13.0"), smoke: Some((SmokeOutcome::Pass, None)), driver: Some("580.159.04"), vmm_flag: Some("OFF"), absent: &["Q16"], ..R },
     Row { targets: "sm_89,sm_89", cuda: Some("12.8"), smoke: Some((SmokeOutcome::Pass, None)), no_peer: true, vmm_flag: Some("OFF"), applies: &["Q17"], ..R },
     Row { targets: "gfx1201", rocm: Some("7.2.1"), smoke: Some((SmokeOutcome::Pass, None)), vmm_flag: Some("ON"), applies: &["Q4", "Q21"], absent: &["Q5"], ..R },
-    Row { targets: "gfx1100", rocm: Some("7.14.0"), smoke: Some((SmokeOutcome::Pass, None)), env_set: &["HSA_OVERRIDE_GFX_VERSION"], vmm_flag: Some("OFF"), applies: &["Q9"], ..R }];
+    Row { targets: "gfx1100", rocm: Some("7.14.0"), smoke: Some((SmokeOutcome::Pass, None)), env_set: &["HSA_OVERRIDE_GFX_VERSION"], vmm_flag: Some("OFF"), applies: &["Q9"], absent: &["Q29"], ..R },
+    Row { targets: "gfx1100", rocm: Some("7.14.0"), smoke: Some((SmokeOutcome::Pass, None)), env_set: &["ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"], vmm_flag: Some("OFF"), applies: &["Q29"], absent: &["Q9"], ..R },
+    // Toolkit regressions for RDNA1/RDNA2: Linux ROCm 7.1+ comgr (Q24), Windows HIP SDK 7.1+ enumeration (Q27).
+    Row { targets: "gfx1030", rocm: Some("7.1.1"), vmm_flag: Some("ON"), applies: &["Q24", "Q3"], absent: &["Q27"], ..R },
+    Row { targets: "gfx1030", rocm: Some("7.2.1"), vmm_flag: Some("ON"), applies: &["Q24"], ..R },
+    Row { targets: "gfx1030", rocm: Some("6.4.3"), vmm_flag: Some("ON"), applies: &["Q22"], absent: &["Q24", "Q27"], ..R },
+    Row { targets: "gfx1030", rocm: Some("7.1.1"), os: Win, vmm_flag: Some("ON"), applies: &["Q27", "Q18", "Q23"], absent: &["Q24"], ..R },
+    Row { targets: "gfx1010", rocm: Some("7.1.1"), os: Win, vmm_flag: Some("ON"), applies: &["Q27"], ..R },
+    Row { targets: "gfx1030", rocm: Some("6.4.3"), os: Win, vmm_flag: Some("ON"), applies: &["Q18"], absent: &["Q27"], ..R },
+    Row { targets: "gfx1100", rocm: Some("7.1.1"), os: Win, vmm_flag: Some("ON"), applies: &["Q18"], absent: &["Q27", "Q24"], ..R },
+    // CUDA toolkit minimum (Q25), -sm tensor before 9875 (Q26), graphs + speculative decoding before 10531 (Q28).
+    Row { targets: "sm_86", cuda: Some("11.5"), vmm_flag: Some("OFF"), applies: &["Q25"], ..R },
+    Row { targets: "sm_86", cuda: Some("11.7"), vmm_flag: Some("OFF"), absent: &["Q25"], ..R },
+    Row { targets: "sm_75,sm_75", machine: true, cuda: Some("12.4"), build: 9600, vmm_flag: Some("OFF"), applies: &["Q26", "Q28"], absent: &["Q25", "Q17"], ..R },
+    Row { targets: "sm_75,sm_75", machine: true, cuda: Some("12.4"), build: 9875, vmm_flag: Some("OFF"), applies: &["Q28"], absent: &["Q26"], ..R },
+    Row { targets: "sm_87,sm_87", machine: true, cuda: Some("12.6"), build: 9600, vmm_flag: Some("ON"), applies: &["Q15-jetson", "Q28"], absent: &["Q26"], ..R },
+    Row { targets: "sm_90", cuda: Some("13.0"), build: 10530, vmm_flag: Some("OFF"), applies: &["Q28"], absent: &["Q26"], ..R },
+    Row { targets: "sm_90", cuda: Some("13.0"), build: 10531, vmm_flag: Some("OFF"), absent: &["Q28"], ..R }];
 
 #[test]
 fn decision_table_covers_every_record() {

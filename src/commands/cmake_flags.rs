@@ -354,7 +354,24 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
         force_no_vmm: a.force_no_vmm,
         evidence,
     };
-    let plan = resolve(&k, &req)?;
+    let mut plan = resolve(&k, &req)?;
+    if report.is_none() {
+        // The resolver names these from a measured report; where nothing was measured, the
+        // planning shell's own values are all there is (quirks matched on their names, Q9, Q29).
+        for e in crate::probe::env::notices() {
+            plan.warnings.push(crate::plan::Note {
+                severity: crate::quirks::Severity::Medium,
+                message: format!(
+                    "{}={} is set where this plan is made: {}",
+                    e.name,
+                    crate::neutral::inline(&e.value),
+                    e.effect
+                ),
+                quirks: Vec::new(),
+                targets: Vec::new(),
+            });
+        }
+    }
     if a.explain {
         super::eprint(&emit::explain(&plan, &k));
     }

@@ -429,22 +429,19 @@ pub fn judge_run(
             format!("test-backend-ops could not be started: {e}"),
         )
     } else if !failed.is_empty() {
-        (
-            Outcome::Fail,
-            {
-                let (bad, total) = match summary {
-                    Some((ok, total)) => (total.saturating_sub(ok), total),
-                    None => (failed.len(), failed.len() + passed),
-                };
-                let shown: Vec<String> = failed.iter().take(3).map(|f| neutralise(f)).collect();
-                format!(
-                    "{bad} of {total} tests failed ({}): {}{}",
-                    inv.status,
-                    shown.join("; "),
-                    if failed.len() > 3 { "; ..." } else { "" }
-                )
-            },
-        )
+        (Outcome::Fail, {
+            let (bad, total) = match summary {
+                Some((ok, total)) => (total.saturating_sub(ok), total),
+                None => (failed.len(), failed.len() + passed),
+            };
+            let shown: Vec<String> = failed.iter().take(3).map(|f| neutralise(f)).collect();
+            format!(
+                "{bad} of {total} tests failed ({}): {}{}",
+                inv.status,
+                shown.join("; "),
+                if failed.len() > 3 { "; ..." } else { "" }
+            )
+        })
     } else if !tested_here || skipped_here {
         let listed: Vec<String> = facts
             .devices

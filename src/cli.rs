@@ -42,6 +42,11 @@ pub enum Command {
     /// Show the quirk database, or the target table.
     #[command(after_help = EXIT_CODES)]
     Quirks(QuirksArgs),
+    /// Print the JSON Schema of a document gpuprobe writes (the same as the file in `schemas/`).
+    Schema {
+        #[arg(value_enum)]
+        document: SchemaDocument,
+    },
     /// Print shell completions for SHELL to stdout.
     Completions {
         #[arg(value_enum)]
@@ -52,6 +57,16 @@ pub enum Command {
     /// Internal: the isolated per-device probe child. Not for direct use.
     #[command(name = "__child", hide = true)]
     Child(ChildArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchemaDocument {
+    /// `detect --json` (gpuprobe.report/v1).
+    Report,
+    /// `cmake-flags --format json` (gpuprobe.plan/v1).
+    Plan,
+    /// `check-build --json` (gpuprobe.check-build/v1).
+    CheckBuild,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -20,6 +20,7 @@ pub mod quirks;
 pub mod report;
 pub mod report_file;
 pub mod resolve;
+pub mod schema;
 pub mod targets;
 pub mod toolkits;
 pub mod version;

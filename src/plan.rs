@@ -1,5 +1,6 @@
 //! The plan: what to build and why. Produced by `resolve`, consumed by every emitter.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::quirks::{Os, Severity};
@@ -7,7 +8,7 @@ use crate::report::Backend;
 
 pub const SCHEMA: &str = "gpuprobe.plan/v1";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Devices measured on this machine now.
@@ -21,7 +22,7 @@ pub enum Mode {
     Machine,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Plan {
     pub schema: &'static str,
     pub gpuprobe_version: &'static str,
@@ -42,7 +43,7 @@ pub struct Plan {
     pub trace: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct LlamaRef {
     pub build: Option<u64>,
     /// The build used for option look-ups and quirk ranges.
@@ -50,7 +51,7 @@ pub struct LlamaRef {
     pub source: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ToolkitRef {
     pub name: &'static str,
     pub version: Option<String>,
@@ -58,7 +59,7 @@ pub struct ToolkitRef {
 }
 
 /// Targets that need the same flags and environment: one configure + build.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Group {
     pub name: String,
     pub targets: Vec<String>,
@@ -70,7 +71,7 @@ pub struct Group {
     pub env: Vec<EnvAdvice>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct Flag {
     pub name: String,
     pub value: String,
@@ -82,7 +83,7 @@ pub struct Flag {
     pub lift: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct EnvAdvice {
     pub name: String,
     pub value: String,
@@ -93,7 +94,7 @@ pub struct EnvAdvice {
     pub quirks: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct Note {
     pub severity: Severity,
     pub message: String,

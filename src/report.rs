@@ -3,19 +3,24 @@
 //! The same types are read back by `cmake-flags --from` and `check-build --from`, so a report
 //! captured on a GPU machine can drive decisions on a machine without one.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Bumped whenever a field changes meaning or disappears; additions keep the number.
 pub const SCHEMA: &str = "gpuprobe.report/v1";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Vendor {
     Nvidia,
     Amd,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     Cuda,
@@ -37,7 +42,7 @@ impl Backend {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Report {
     pub schema: String,
     pub gpuprobe_version: String,
@@ -67,7 +72,7 @@ pub struct Report {
 }
 
 /// The parent's view of one `detect`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct ProbeRun {
     /// Wall-clock milliseconds of the whole probe (none in a replay or a dump: nothing ran then).
     pub wall_ms: Option<f64>,
@@ -75,7 +80,7 @@ pub struct ProbeRun {
 }
 
 /// One backend's probing, as the parent saw it.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct BackendRun {
     pub backend: Option<Backend>,
     /// How the devices were counted before any driver was loaded: `procfs`, `pci-sysfs`, `kfd`,
@@ -92,7 +97,7 @@ pub struct BackendRun {
 }
 
 /// The peer child: one process for every pair, started with the device children.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct PeerRun {
     pub start_ms: Option<f64>,
     pub wall_ms: Option<f64>,
@@ -104,7 +109,7 @@ pub struct PeerRun {
 
 /// Each device's VMM pool, with access granted to its peers in one call as llama.cpp does with
 /// GGML_CUDA_P2P or an NCCL/RCCL build, read by the other device of the pair.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct PeerVmm {
     pub from: u32,
     pub to: u32,
@@ -117,13 +122,13 @@ pub struct PeerVmm {
     pub error: Option<ApiError>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Host {
     pub os: String,
     pub kernel: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct BackendStatus {
     pub backend: Backend,
     /// `ok`, `no-driver`, `no-device`, `no-toolchain`, `error`, `skipped`, or `hang` (the
@@ -139,7 +144,7 @@ pub struct BackendStatus {
 
 /// Where one device's probe spent its time (milliseconds). `start_ms` is when its child was
 /// started, from the start of `detect`: equal starts mean no serial phase.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct StageTimings {
     pub start_ms: Option<f64>,
     /// Loading the driver and initialising it (cuInit / HIP runtime), in the child.
@@ -153,7 +158,7 @@ pub struct StageTimings {
     pub wall_ms: Option<f64>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Device {
     pub index: u32,
     pub backend: Backend,
@@ -216,7 +221,7 @@ impl Device {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum SmokeOutcome {
     Pass,
@@ -244,7 +249,7 @@ impl SmokeOutcome {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct ApiError {
     pub api: String,
     pub code: i64,
@@ -268,7 +273,7 @@ impl std::fmt::Display for ApiError {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Smoke {
     pub outcome: SmokeOutcome,
     /// One sentence a person can act on.
@@ -300,7 +305,7 @@ pub struct Smoke {
 }
 
 /// The smoke test's pool growth: the plan that ran, where it failed, what it covered.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct SmokeGrowth {
     pub plan_version: Option<u32>,
     /// Cycles a pass needs to count (fewer give `partial`).
@@ -356,7 +361,7 @@ impl Smoke {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct PeerResult {
     pub from: u32,
     pub to: u32,
@@ -367,7 +372,7 @@ pub struct PeerResult {
     pub reason: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct EnvNotice {
     pub name: String,
     pub value: String,
@@ -376,7 +381,7 @@ pub struct EnvNotice {
 
 /// A GPU hidden from programs by a visible-devices variable. `device.index` is its position in
 /// the machine's own order (KFD nodes, PCI bus order).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct HiddenDevice {
     #[serde(flatten)]
     pub device: Device,
@@ -384,7 +389,7 @@ pub struct HiddenDevice {
     pub hidden_by: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Visibility {
     pub backend: Backend,
     /// `NAME=value` of the variables that took effect, in the order they apply.
@@ -398,7 +403,7 @@ pub struct Visibility {
     pub notes: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct VisibleDevice {
     /// Position in the machine's own order.
     pub physical: u32,
@@ -409,7 +414,9 @@ pub struct VisibleDevice {
     pub pci_bus_id: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum CheckLevel {
     Info,
@@ -428,7 +435,7 @@ impl CheckLevel {
 }
 
 /// One host finding: a fact about the machine that decides whether its GPUs can be used.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct HostCheck {
     /// Stable identifier (`kfd-no-access`, `visible-devices-hide-all`, `hip-target-unbuildable`).
     pub id: String,

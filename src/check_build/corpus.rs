@@ -2,6 +2,7 @@
 //! a binary), each with a label, so that every finding can quote the lines it rests on as
 //! `label:line: text`.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::text::{MAX_QUOTE, clip, neutralise};
@@ -21,7 +22,7 @@ pub struct Corpus {
 }
 
 /// A line quoted as evidence: where it is and what it says (neutralised for a terminal).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct Quote {
     pub input: String,
     /// 1-based line number within that input.

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use regex::Regex;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::corpus::Corpus;
@@ -35,7 +36,7 @@ pub const DEFAULT_OPS: &str = "MUL_MAT,FLASH_ATTN_EXT";
 /// this subset is about a minute on a big GPU.
 pub const DEFAULT_PARAMS: &str = r"^type_a=(q[0-9]|iq|mxfp|nvfp|tq)[^,]*,type_b=f32,|type_K=(q8_0|q4_0),type_V=(q8_0|q4_0),|kv=(1024|2048|4096|8192|16384|32768),.*type_K=f16,type_V=f16,";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
     Pass,
@@ -58,7 +59,7 @@ impl Outcome {
 }
 
 /// The whole document (see the interface note: every field is part of the contract).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Exercise {
     pub schema: String,
     pub gpuprobe_version: String,
@@ -69,7 +70,7 @@ pub struct Exercise {
     pub devices: Vec<DeviceResult>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct BinaryInfo {
     pub path: String,
     /// llama.cpp build number (from --llama-build or a program of the build next to it).
@@ -81,7 +82,7 @@ pub struct BinaryInfo {
     pub vmm: Option<bool>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct DeviceResult {
     pub index: u32,
     pub name: String,

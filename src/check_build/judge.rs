@@ -3,6 +3,7 @@
 //! architectures against the devices, the build number against known fixes, and every quirk
 //! record that applies at run time.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::attribute::{self, Scene, Subject};
@@ -22,7 +23,9 @@ use crate::resolve::{Devices, Request, resolve};
 /// Quirk Q2 names it in its advice; its build range is not a match condition there.
 pub const FA_RESERVE_BUILD: u64 = 9489;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Level {
     /// Good to know; not a problem.
@@ -52,7 +55,7 @@ impl Level {
     }
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct Finding {
     /// Stable identifier (`vmm-compiled-out`, `arch-missing`, `quirk-Q6`, ...).
     pub id: String,
@@ -146,7 +149,7 @@ pub struct Machine<'a> {
 }
 
 /// The llama.cpp build number used for judging, and where it came from.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct BuildNumber {
     pub value: Option<u64>,
     pub source: String,
@@ -171,14 +174,14 @@ pub struct Input<'a> {
 }
 
 /// What the resolver would build for this machine (or for the build's own devices).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct PlanSummary {
     pub backend: Backend,
     pub mode: Mode,
     pub groups: Vec<PlanGroup>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct PlanGroup {
     pub name: String,
     pub targets: Vec<String>,
@@ -187,7 +190,7 @@ pub struct PlanGroup {
     pub cmake_args: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct VmmVerdict {
     /// Whether the build has the VMM pool compiled in (None: cannot tell).
     pub compiled: Option<bool>,

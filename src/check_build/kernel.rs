@@ -9,9 +9,10 @@
 //! but not decoded.
 
 use regex::Regex;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FaultKind {
     /// The translation found a page-table entry whose permission bits refused the access
@@ -23,7 +24,7 @@ pub enum FaultKind {
 }
 
 /// One decoded fault report.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq, JsonSchema)]
 pub struct AmdFault {
     /// `gfxhub` or `mmhub`.
     pub hub: String,

@@ -17,6 +17,7 @@ pub mod runner;
 pub mod signatures;
 pub mod text;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 pub use judge::{BuildNumber, Finding, Level, Machine, PlanSummary, VmmVerdict};
@@ -30,7 +31,7 @@ use crate::report::Report;
 /// Bumped when a field changes meaning or disappears; additions keep the number.
 pub const SCHEMA: &str = "gpuprobe.check-build/v1";
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct CheckReport {
     pub schema: &'static str,
     pub gpuprobe_version: &'static str,
@@ -48,7 +49,7 @@ pub struct CheckReport {
     pub summary: Summary,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct InputInfo {
     /// `binary` or `log`.
     pub kind: String,
@@ -57,7 +58,7 @@ pub struct InputInfo {
     pub runs: Vec<Invocation>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct BuildSummary {
     pub number: BuildNumber,
     pub commit: Option<String>,
@@ -73,7 +74,7 @@ pub struct BuildSummary {
 }
 
 /// Compile-time features visible in system_info (None: not printed).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Flags {
     pub no_vmm: Option<bool>,
     pub no_peer_copy: Option<bool>,
@@ -84,13 +85,13 @@ pub struct Flags {
     pub use_graphs: Option<bool>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct Missing {
     pub what: String,
     pub how: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct MachineSummary {
     /// `probe`, `report FILE`, or `none`.
     pub source: String,
@@ -98,7 +99,7 @@ pub struct MachineSummary {
     pub devices: Vec<MachineDevice>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct MachineDevice {
     pub index: u32,
     pub backend: crate::report::Backend,
@@ -109,7 +110,7 @@ pub struct MachineDevice {
     pub smoke_reason: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Summary {
     pub errors: usize,
     pub warnings: usize,

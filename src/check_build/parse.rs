@@ -9,10 +9,11 @@
 //! is simply not in the result. Lines that start with `#` are comments (a saved file's header, a
 //! Markdown heading in a pasted report) and are skipped.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 /// Everything recognised in the text.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq, JsonSchema)]
 pub struct BuildFacts {
     pub version: VersionInfo,
     /// Backends named anywhere (init headers, device names, system_info registries), in order of
@@ -45,7 +46,7 @@ pub struct BuildFacts {
 }
 
 /// A device a run used, and the first line that shows it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct RunDevice {
     /// `CUDA0`, `ROCm1`.
     pub name: String,
@@ -53,7 +54,7 @@ pub struct RunDevice {
     pub line: String,
 }
 
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq, JsonSchema)]
 pub struct VersionInfo {
     /// The build number as printed; builds made without git print 0.
     pub reported_build: Option<u64>,
@@ -71,7 +72,7 @@ pub struct VersionInfo {
     pub source: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct InitHeader {
     pub backend: String,
     pub count: u32,
@@ -79,14 +80,14 @@ pub struct InitHeader {
     pub line: String,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct InitError {
     pub backend: String,
     pub message: String,
     pub line: String,
 }
 
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq, JsonSchema)]
 pub struct DeviceLine {
     pub backend: String,
     pub index: u32,
@@ -107,7 +108,7 @@ pub struct DeviceLine {
     pub line: String,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct ListedDevice {
     /// `CUDA0`, `ROCm1`, `Vulkan0`, `CPU`.
     pub name: String,
@@ -121,7 +122,7 @@ pub struct ListedDevice {
     pub gpu: bool,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct Registry {
     /// `CUDA`, `ROCm`, `MUSA`, `CPU`, `Vulkan`, ...
     pub name: String,
@@ -129,7 +130,7 @@ pub struct Registry {
     pub line: String,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct Feature {
     pub key: String,
     pub value: String,

@@ -14,6 +14,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::judge::{Finding, Level};
@@ -25,7 +26,7 @@ use crate::probe::orchestrator::{self, Exit};
 const MAX_OUTPUT: u64 = 8 << 20;
 
 /// One run of the binary.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct Invocation {
     pub args: Vec<String>,
     /// `exit 0`, `exit 1`, `signal 11 (SIGSEGV)`, `timed out after 30 s`, `not started: ...`.

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use regex::Regex;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::corpus::{At, Corpus, Quote};
@@ -21,14 +22,14 @@ struct SignatureFile {
     signature: Vec<Spec>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum LogKind {
     Llama,
     Kernel,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Class {
     Fact,
@@ -41,14 +42,14 @@ pub enum Class {
     LoadError,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Decoder {
     AmdgpuFault,
 }
 
 /// What a finding asks the user to do (see the comments in the profile).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum FixKind {
     Rebuild,
@@ -61,7 +62,7 @@ pub enum FixKind {
 }
 
 /// Facts a hit proves about the build.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Implies {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -73,7 +74,7 @@ pub struct Implies {
 }
 
 /// A quirk a signature is a symptom of, and the extra conditions for saying so.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Explain {
     pub quirk: String,

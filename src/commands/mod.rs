@@ -9,7 +9,8 @@ mod workflow;
 use anyhow::Result;
 use clap::CommandFactory;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, SchemaDocument};
+use crate::schema::Document;
 
 pub fn run(cli: Cli) -> Result<i32> {
     match cli.command {
@@ -18,6 +19,15 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Quirks(a) => quirks::run(&a),
         Command::Workflow(a) => workflow::run(&a),
         Command::CheckBuild(a) => check_build::run(&a),
+        Command::Schema { document } => {
+            let doc = match document {
+                SchemaDocument::Report => Document::Report,
+                SchemaDocument::Plan => Document::Plan,
+                SchemaDocument::CheckBuild => Document::CheckBuild,
+            };
+            print(&doc.schema_text())?;
+            Ok(0)
+        }
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             let mut text = Vec::new();

@@ -1,0 +1,135 @@
+//! JSON Schemas of the documents gpuprobe writes, generated from the Rust types that write them.
+//!
+//! The schema files under `schemas/` are these functions' output, committed so that pipeline
+//! authors can validate a document or generate types without building gpuprobe; a test fails
+//! when the types and the committed files drift apart (`scripts/gen-schemas.sh` rewrites them).
+//! Each document's `schema` field names its file: `gpuprobe.report/v1` →
+//! `schemas/gpuprobe.report.v1.schema.json`.
+
+use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
+use serde_json::Value;
+
+/// The JSON documents gpuprobe prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Document {
+    /// `gpuprobe detect --json`.
+    Report,
+    /// `gpuprobe cmake-flags --format json`.
+    Plan,
+    /// `gpuprobe check-build --json`.
+    CheckBuild,
+}
+
+impl Document {
+    pub const ALL: [Document; 3] = [Document::Report, Document::Plan, Document::CheckBuild];
+
+    /// The value of the document's own `schema` field.
+    pub fn id(self) -> &'static str {
+        match self {
+            Document::Report => crate::report::SCHEMA,
+            Document::Plan => crate::plan::SCHEMA,
+            Document::CheckBuild => crate::check_build::SCHEMA,
+        }
+    }
+
+    /// The document whose `schema` field reads `id`.
+    pub fn from_id(id: &str) -> Option<Document> {
+        Document::ALL.into_iter().find(|d| d.id() == id)
+    }
+
+    /// The command that prints it.
+    pub fn command(self) -> &'static str {
+        match self {
+            Document::Report => "gpuprobe detect --json",
+            Document::Plan => "gpuprobe cmake-flags --format json",
+            Document::CheckBuild => "gpuprobe check-build --json",
+        }
+    }
+
+    /// The schema's file name under `schemas/`: the id with `/` spelled `.`.
+    pub fn file_name(self) -> String {
+        format!("{}.schema.json", self.id().replace('/', "."))
+    }
+
+    /// The JSON Schema (draft 2020-12) of what gpuprobe writes: fields that are always written
+    /// are required (an unknown value is `null`, never a missing field); fields added later keep
+    /// the version, so objects stay open to properties this schema does not name.
+    pub fn schema(self) -> Value {
+        match self {
+            Document::Report => generate::<crate::report::Report>(self),
+            Document::Plan => generate::<crate::plan::Plan>(self),
+            Document::CheckBuild => generate::<crate::check_build::CheckReport>(self),
+        }
+    }
+
+    /// [`Document::schema`] as the committed file spells it (pretty, sorted keys, final newline).
+    pub fn schema_text(self) -> String {
+        let mut text = serde_json::to_string_pretty(&self.schema())
+            .expect("a serde_json::Value always serialises");
+        text.push('\n');
+        text
+    }
+}
+
+fn generate<T: JsonSchema>(doc: Document) -> Value {
+    let schema = SchemaSettings::draft2020_12()
+        .for_serialize()
+        .into_generator()
+        .into_root_schema_for::<T>();
+    let mut value = schema.to_value();
+    if let Some(root) = value.as_object_mut() {
+        root.insert("title".into(), Value::from(doc.id()));
+        root.insert(
+            "description".into(),
+            Value::from(format!(
+                "What `{}` prints. Generated from gpuprobe's Rust types.",
+                doc.command()
+            )),
+        );
+        // The `schema` field is the document's version tag: one exact value per schema.
+        if let Some(field) = root
+            .get_mut("properties")
+            .and_then(|p| p.get_mut("schema"))
+            .and_then(Value::as_object_mut)
+        {
+            field.remove("type");
+            field.insert("const".into(), Value::from(doc.id()));
+        }
+    }
+    sorted(value)
+}
+
+/// Keys in one order whatever serde_json's map type is, so the files diff cleanly.
+fn sorted(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_document_round_trips_its_id_and_pins_its_schema_field() {
+        for doc in Document::ALL {
+            assert_eq!(Document::from_id(doc.id()), Some(doc));
+            let schema = doc.schema();
+            assert_eq!(schema["properties"]["schema"]["const"], doc.id());
+            assert!(
+                schema["required"]
+                    .as_array()
+                    .is_some_and(|r| r.iter().any(|f| f == "schema")),
+                "{}: `schema` must be required",
+                doc.id()
+            );
+        }
+    }
+}

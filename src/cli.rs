@@ -269,7 +269,8 @@ pub struct WorkflowArgs {
     /// llama.cpp build number for option and quirk look-ups (default: N of a bN ref).
     #[arg(long, value_name = "N")]
     pub llama_build: Option<u64>,
-    /// Write the workflow to FILE instead of stdout (written whole, or not at all).
+    /// Write the workflow to FILE instead of stdout (written whole, or not at all); missing
+    /// directories are created and named on stderr.
     #[arg(long, value_name = "FILE", conflicts_with = "check")]
     pub output: Option<PathBuf>,
     /// Compare FILE with what would be generated: exit 0 when equal, 1 with a unified diff when not.

@@ -234,6 +234,39 @@ pub fn write_atomic(path: &Path, bytes: &[u8], input: &str) -> Result<()> {
     Ok(())
 }
 
+/// Creates the missing directories above `path` (for outputs whose natural place may not exist
+/// yet, such as a fresh repository's `.github/workflows`). Returns the directories created,
+/// deepest first, for [`remove_dirs`] to undo when the write then fails; empty when none were
+/// missing. `input` names the option the path came from, for errors.
+pub fn create_parent_dirs(path: &Path, input: &str) -> Result<Vec<PathBuf>> {
+    let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let missing: Vec<PathBuf> = dir
+        .ancestors()
+        .take_while(|p| !p.as_os_str().is_empty() && std::fs::symlink_metadata(p).is_err())
+        .map(Path::to_path_buf)
+        .collect();
+    if missing.is_empty() {
+        return Ok(missing);
+    }
+    std::fs::create_dir_all(dir).map_err(|e| {
+        Error::input(
+            input,
+            format!("cannot create directory `{}`: {e}", dir.display()),
+            "give a path whose directories can be created, or create them first",
+        )
+    })?;
+    Ok(missing)
+}
+
+/// Removes directories made by [`create_parent_dirs`] (deepest first; only while empty).
+pub fn remove_dirs(dirs: &[PathBuf]) {
+    for d in dirs {
+        let _ = std::fs::remove_dir(d);
+    }
+}
+
 /// An exclusive lock held until dropped, on `<path>.lock` beside `path` (the file itself is
 /// replaced by renames, so it cannot carry the lock). Blocks until other holders let go.
 pub struct Lock {

@@ -52,7 +52,19 @@ pub fn run(a: &WorkflowArgs) -> Result<i32> {
         return check(path, &text);
     }
     if let Some(path) = &a.output {
-        crate::files::write_atomic(path, text.as_bytes(), "--output")?;
+        // A fresh repository has no .github/workflows yet: make it, as workflow generators do,
+        // and say so (a mistyped directory shows up here rather than as a silent new tree).
+        let created = crate::files::create_parent_dirs(path, "--output")?;
+        if let Some(dir) = created.first() {
+            eprintln!(
+                "gpuprobe: created directory {} (it did not exist)",
+                dir.display()
+            );
+        }
+        if let Err(e) = crate::files::write_atomic(path, text.as_bytes(), "--output") {
+            crate::files::remove_dirs(&created);
+            return Err(e.into());
+        }
         crate::neutral::eprintln(&format!("gpuprobe: wrote {}", path.display()));
         return Ok(exit::OK);
     }

@@ -713,6 +713,9 @@ fn missing_library_is_no_driver() {
     let b = cuda_backend(&report);
     assert_eq!(b["status"], "no-driver", "{b:#}");
     assert_contains(text(&b["detail"]), "LIBRARY_NOT_FOUND");
+    // dlerror's text already names the file: the message names it once, hint included.
+    let named = format!("{} {}", text(&b["detail"]), text(&b["hint"]));
+    assert_eq!(named.matches("libcuda.so").count(), 1, "{named}");
     assert_contains(text(&b["hint"]), "install the NVIDIA driver");
     assert_eq!(devices(&report).len(), 0);
 }

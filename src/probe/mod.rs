@@ -360,7 +360,7 @@ fn probe_cuda(opts: &ProbeOptions, report: &mut Report, t0: Instant) {
             let (st, hint) = match (err.name.as_deref(), err.code) {
                 (Some("LIBRARY_NOT_FOUND"), _) => (
                     "no-driver",
-                    "install the NVIDIA driver (it provides libcuda.so.1); no CUDA toolkit is needed to probe",
+                    "install the NVIDIA driver; no CUDA toolkit is needed to probe",
                 ),
                 (_, 100) => (
                     "no-device",

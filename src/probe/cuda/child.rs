@@ -42,7 +42,8 @@ pub fn run(opts: &Options) -> i32 {
         Ok(d) => std::mem::ManuallyDrop::new(d),
         Err(e) => {
             let err = ApiError {
-                api: "dlopen(libcuda.so.1)".into(),
+                // The message names the library (dlerror's text): name it once.
+                api: "dlopen".into(),
                 code: -1,
                 name: Some("LIBRARY_NOT_FOUND".into()),
                 message: Some(e),

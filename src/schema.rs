@@ -53,8 +53,9 @@ impl Document {
     }
 
     /// The JSON Schema (draft 2020-12) of what gpuprobe writes: fields that are always written
-    /// are required (an unknown value is `null`, never a missing field); fields added later keep
-    /// the version, so objects stay open to properties this schema does not name.
+    /// are required (an unknown value is `null`, never a missing field), except those with a serde
+    /// default, which older documents of the same version may lack; fields added later keep the
+    /// version, so objects stay open to properties this schema does not name.
     pub fn schema(self) -> Value {
         match self {
             Document::Report => generate::<crate::report::Report>(self),
@@ -97,7 +98,39 @@ fn generate<T: JsonSchema>(doc: Document) -> Value {
             field.insert("const".into(), Value::from(doc.id()));
         }
     }
+    optional_defaults(&mut value);
     sorted(value)
+}
+
+/// A field with a serde default is one documents written before it existed lack, and readers
+/// fill in: optional, although this version always writes it (its schema says the default).
+fn optional_defaults(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            let defaulted: Vec<String> = map
+                .get("properties")
+                .and_then(Value::as_object)
+                .map(|props| {
+                    props
+                        .iter()
+                        .filter(|(_, p)| p.get("default").is_some())
+                        .map(|(k, _)| k.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            if let Some(Value::Array(required)) = map.get_mut("required") {
+                required.retain(|r| !r.as_str().is_some_and(|r| defaulted.iter().any(|d| d == r)));
+                if required.is_empty() {
+                    map.remove("required");
+                }
+            }
+            for v in map.values_mut() {
+                optional_defaults(v);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(optional_defaults),
+        _ => {}
+    }
 }
 
 /// Keys in one order whatever serde_json's map type is, so the files diff cleanly.
@@ -116,6 +149,18 @@ fn sorted(value: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn defaulted_fields_are_optional() {
+        let schema = Document::Report.schema();
+        let required = schema["required"].as_array().unwrap();
+        assert!(required.iter().any(|r| r == "devices"));
+        assert!(!required.iter().any(|r| r == "peers"), "{required:?}");
+        assert_eq!(
+            schema["properties"]["peers"]["default"],
+            serde_json::json!([])
+        );
+    }
 
     #[test]
     fn every_document_round_trips_its_id_and_pins_its_schema_field() {

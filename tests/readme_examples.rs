@@ -13,7 +13,6 @@
 //!
 //! The install list in the README is checked against the scripts that install.
 
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

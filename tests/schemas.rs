@@ -136,10 +136,22 @@ fn every_captured_document_validates() {
         let Some(id) = doc.get("schema").and_then(Value::as_str) else {
             continue;
         };
-        if !id.starts_with("gpuprobe.") {
+        let origin = path.display().to_string();
+        if Document::from_id(id).is_some() {
+            validate(&doc, &origin);
+        } else if id == "gpuprobe.dump/v1" {
+            // A dump (`detect --dump`) is a replay format with no published schema; the report
+            // it carries is a report.
+            validate(&doc["report"], &format!("{origin} (its report)"));
+        } else if id == "gpuprobe.exercise/v1" {
+            // Read by the resolver (synthetic fixtures exist) but written by `check-build
+            // --exercise`, whose type this build does not have yet: no schema to meet until then.
+            continue;
+        } else if id.starts_with("gpuprobe.") {
+            panic!("{origin}: `schema` is `{id}`, for which schemas/ has no file");
+        } else {
             continue;
         }
-        validate(&doc, &path.display().to_string());
         checked += 1;
     }
     assert!(

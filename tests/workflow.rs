@@ -444,7 +444,9 @@ fn output_never_leaves_a_partial_or_temporary_file() {
     assert_eq!(gpuprobe(&args).status.code(), Some(2));
     let mut args = vec!["workflow"];
     args.extend_from_slice(CASES[1].1);
-    let nowhere = dir.path().join("no/such/dir/llama.yml");
+    // Missing directories are created; a file where one must go is bad input.
+    std::fs::write(dir.path().join("a-file"), "").unwrap();
+    let nowhere = dir.path().join("a-file/dir/llama.yml");
     args.extend_from_slice(&["--output", nowhere.to_str().unwrap()]);
     assert_eq!(gpuprobe(&args).status.code(), Some(2));
     // A bad target fails before anything is written.

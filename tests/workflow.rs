@@ -465,13 +465,17 @@ fn output_never_leaves_a_partial_or_temporary_file() {
         .code(),
         Some(2)
     );
-    let left: Vec<_> = std::fs::read_dir(dir.path())
+    let mut left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
+    left.sort();
     assert_eq!(
         left,
-        vec![std::ffi::OsString::from("is-a-directory")],
+        vec![
+            std::ffi::OsString::from("a-file"),
+            std::ffi::OsString::from("is-a-directory")
+        ],
         "nothing else in the directory"
     );
     assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);

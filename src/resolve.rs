@@ -81,6 +81,7 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
     let mut trace = Vec::new();
     let mut refusals = Vec::new();
     let (mode, mut units, report) = collect_units(k, req)?;
+    let known_ids: Vec<String> = k.quirks.iter().map(|q| q.id.clone()).collect();
 
     let vendors: Vec<Vendor> = dedup(units.iter().map(|u| u.vendor));
     let backend = match (req.backend, vendors.as_slice()) {
@@ -90,6 +91,12 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
         }
         (None, [Vendor::Amd]) => Backend::Hip,
         (None, [Vendor::Nvidia]) => Backend::Cuda,
+        (None, []) => {
+            return Err(crate::Error::Environment {
+                message: "no GPU device or target to plan for".into(),
+                fix: "declare targets with --targets (e.g. gfx1100,gfx120X or sm_90), or plan from a report of a machine whose GPUs were found".into(),
+            });
+        }
         (None, _) => {
             let names: Vec<String> = units.iter().map(|u| u.arch.clone()).collect();
             return Err(crate::Error::Refused {
@@ -134,10 +141,12 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
             if let Some(t) = k.targets.get(&u.arch)
                 && let Some(why) = t.unbuildable_with(v)
             {
+                // The target table's note may cite the record behind the bound (gfx1152: Q20).
+                let cited = crate::plan::named_quirks(&why, &known_ids);
                 refusals.push(note(
                     Severity::High,
                     why,
-                    &[],
+                    &cited,
                     std::slice::from_ref(&u.arch),
                 ));
             }
@@ -154,13 +163,14 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
             if let Some(t) = k.targets.get(&u.arch)
                 && let Some(need) = t.toolkit_requirement()
             {
+                let cited = crate::plan::named_quirks(&need, &known_ids);
                 notes.push(note(
                     Severity::Medium,
                     format!(
                         "needs {need}. The {toolkit_name} version is unknown, so this plan could not check it: give --{} VER",
                         toolkit_name.to_lowercase()
                     ),
-                    &[],
+                    &cited,
                     std::slice::from_ref(&u.arch),
                 ));
             }
@@ -296,16 +306,22 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
         let mut flags = Vec::new();
         let mut env = Vec::new();
         match &vmm_switch {
-            VmmSwitch::Flag(flag) if req.llama.declares(&k.options, flag) => flags.push(Flag {
-                name: flag.clone(),
-                value: if vmm { "OFF" } else { "ON" }.into(),
-                reason: match &decision.lift {
-                    Some(l) => format!("{}; to lift it: {l}", decision.reason),
-                    None => decision.reason.clone(),
-                },
-                quirks: decision.quirks.clone(),
-                lift: decision.lift.clone(),
-            }),
+            VmmSwitch::Flag(flag) if req.llama.declares(&k.options, flag) => {
+                // Cited before the lift command, which must stay the end of the text.
+                let mut reason = decision.reason.clone();
+                let quirks = decision.quirks.clone();
+                crate::plan::cite_quirks(&mut reason, &quirks, &known_ids);
+                if let Some(l) = &decision.lift {
+                    reason = format!("{reason}; to lift it: {l}");
+                }
+                flags.push(Flag {
+                    name: flag.clone(),
+                    value: if vmm { "OFF" } else { "ON" }.into(),
+                    reason,
+                    quirks,
+                    lift: decision.lift.clone(),
+                })
+            }
             VmmSwitch::Flag(flag) => notes.push(note(
                 Severity::Info,
                 format!("{flag} is not declared in llama.cpp build {build}; the VMM decision ({}) cannot be expressed as a flag there", if vmm { "VMM on" } else { "legacy pool" }),
@@ -397,12 +413,14 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
     drop_overrides_for_unbuilt_targets(&mut groups, &mut notes);
     for e in report.map(|r| r.environment.as_slice()).unwrap_or_default() {
         let message = format!("{}={} is set: {}", e.name, e.value, e.effect);
-        warnings.push(note(Severity::Medium, message, &[], &[]));
+        // The effect text cites the record that explains it (HSA_OVERRIDE_GFX_VERSION: Q9).
+        let cited = crate::plan::named_quirks(&message, &known_ids);
+        warnings.push(note(Severity::Medium, message, &cited, &[]));
     }
     dedup_notes(&mut warnings);
     dedup_notes(&mut notes);
     dedup_notes(&mut refusals);
-    Ok(Plan {
+    let mut plan = Plan {
         schema: SCHEMA,
         gpuprobe_version: env!("CARGO_PKG_VERSION"),
         mode,
@@ -432,7 +450,9 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
         notes,
         refusals,
         trace,
-    })
+    };
+    plan.cite_quirks(&known_ids);
+    Ok(plan)
 }
 
 /// Several GPUs used together, and an iGPU next to a dGPU: known for a measured or declared
@@ -624,8 +644,9 @@ fn decide_vmm(
                 u.arch, d.index
             ));
         } else {
+            let named = if q.is_empty() { "" } else { " (Q15)" };
             return VmmDecision::legacy(
-                format!("device {} ({}): {what}", d.index, d.name),
+                format!("device {} ({}): {what}{named}", d.index, d.name),
                 q,
                 None,
             );
@@ -654,8 +675,31 @@ fn decide_vmm(
             Some(level) => raising.push((q, level, verdict)),
         }
     }
+    // The evidence needed: HIP departs from its default only on a measured pass.
+    let baseline = (backend == Backend::Hip).then_some(Level::Smoke);
+    let needed = raising.iter().map(|(_, l, _)| *l).chain(baseline).max();
+    // Every record that asks for evidence is named: those asking for the level needed, then
+    // those a weaker pass would satisfy (the stronger pass covers them).
+    let why_needed = |needed: Level| {
+        if raising.is_empty() {
+            needed.as_str().to_string()
+        } else {
+            let names: Vec<String> = raising
+                .iter()
+                .filter(|(_, l, _)| *l == needed)
+                .map(|(q, _, v)| format!("{} {}", q.id, tri_word(*v)))
+                .chain(
+                    raising
+                        .iter()
+                        .filter(|(_, l, _)| *l != needed)
+                        .map(|(q, l, v)| format!("{} {} for {}", q.id, tri_word(*v), l.as_str())),
+                )
+                .collect();
+            format!("{} ({})", needed.as_str(), names.join(", "))
+        }
+    };
     if !denied.is_empty() {
-        // Every VMM record that could match is named; the denies decide.
+        // The denies decide; the records that ask for evidence are named for what comes after.
         let ids: Vec<String> = denied
             .iter()
             .map(|(q, _)| q)
@@ -695,21 +739,26 @@ fn decide_vmm(
                 )
             })
         };
-        let tail = if lift.is_none() {
-            "; no measurement lifts it"
+        let mut tail = if lift.is_none() {
+            "; no measurement lifts it".to_string()
         } else {
-            ""
+            String::new()
         };
+        if !raising.is_empty()
+            && let Some(n) = needed
+        {
+            tail.push_str(&format!(
+                "; past that, VMM needs a measured {} pass",
+                why_needed(n)
+            ));
+        }
         return VmmDecision::legacy(
-            format!("{LEGACY_PREFIX}: {}{tail}", reasons.join("; ")),
-            ids,
+            format!("{}: {}{tail}", legacy_prefix(backend), reasons.join("; ")),
+            with_q1(backend, ids),
             lift,
         );
     }
 
-    // The evidence needed: HIP departs from its default only on a measured pass.
-    let baseline = (backend == Backend::Hip).then_some(Level::Smoke);
-    let needed = raising.iter().map(|(_, l, _)| *l).chain(baseline).max();
     let ids: Vec<String> = raising.iter().map(|(q, _, _)| q.id.clone()).collect();
     let Some(needed) = needed else {
         let measured_pass = !u.devices.is_empty()
@@ -727,22 +776,14 @@ fn decide_vmm(
             lift: None,
         };
     };
-    let why_needed = if raising.iter().any(|(_, l, _)| *l == needed) {
-        let names: Vec<String> = raising
-            .iter()
-            .filter(|(_, l, _)| *l == needed)
-            .map(|(q, _, v)| format!("{} {}", q.id, tri_word(*v)))
-            .collect();
-        format!("{} ({})", needed.as_str(), names.join(", "))
-    } else {
-        needed.as_str().to_string()
-    };
+    let why_needed = why_needed(needed);
     let kit = kit_name(backend);
     let series = runtime.and_then(|v| crate::evidence::series_of(&v.to_string()));
     let Some(series) = series else {
         return VmmDecision::legacy(
             format!(
-                "{LEGACY_PREFIX}: VMM needs a measured {why_needed} pass for {} on the {kit} series the binaries run on, and the {kit} version is unknown",
+                "{}: VMM needs a measured {why_needed} pass for {} on the {kit} series the binaries run on, and the {kit} version is unknown",
+                legacy_prefix(backend),
                 u.arch
             ),
             with_q1(backend, ids),
@@ -763,15 +804,19 @@ fn decide_vmm(
     if let Some(f) = finding.failures.first() {
         return VmmDecision::legacy(
             format!(
-                "{LEGACY_PREFIX}: a measured failure is on record for {on}: {} ({})",
-                f.detail, f.origin
+                "{}: a measured failure is on record for {on}: {} ({})",
+                legacy_prefix(backend),
+                f.detail,
+                f.origin
             ),
-            with_q1(backend, ids),
+            // The failure decides; records that ask for evidence are moot.
+            with_q1(backend, vec![]),
             None,
         );
     }
     match finding.best_pass {
         Some(p) if p.level >= needed => {
+            let lifted = with_q1(backend, ids);
             trace.push(format!(
                 "{}: {} pass on record ({}) meets the {why_needed} evidence needed",
                 u.arch,
@@ -785,13 +830,13 @@ fn decide_vmm(
                     p.level.as_str(),
                     p.detail,
                     p.origin,
-                    if ids.is_empty() {
+                    if lifted.is_empty() {
                         String::new()
                     } else {
-                        format!("; it lifts {}", ids.join(", "))
+                        format!("; it lifts {}", lifted.join(", "))
                     }
                 ),
-                quirks: with_q1(backend, ids),
+                quirks: lifted,
                 lift: None,
             }
         }
@@ -808,7 +853,8 @@ fn decide_vmm(
             // group and one sentence (the group lists them).
             VmmDecision::legacy(
                 format!(
-                    "{LEGACY_PREFIX}: VMM needs a measured {why_needed} pass for the GPU on {kit} {series} ({}); {have}",
+                    "{}: VMM needs a measured {why_needed} pass for the GPU on {kit} {series} ({}); {have}",
+                    legacy_prefix(backend),
                     req.os.as_str()
                 ),
                 with_q1(backend, ids),
@@ -1176,14 +1222,15 @@ fn override_target(value: &str) -> Option<String> {
 
 /// Joins two `prefix: a; b` reasons without repeating the prefix or a segment.
 fn merge_reasons(a: &str, b: &str) -> String {
+    let is_prefix = |p: &str| p == LEGACY_PREFIX || p == LEGACY_PREFIX_HIP;
     let (prefix, first) = match a.split_once(": ") {
-        Some((p, rest)) if p == LEGACY_PREFIX => (Some(p), rest),
+        Some((p, rest)) if is_prefix(p) => (Some(p), rest),
         _ => (None, a),
     };
-    let second = b
-        .strip_prefix(LEGACY_PREFIX)
-        .and_then(|r| r.strip_prefix(": "))
-        .unwrap_or(b);
+    let second = match b.split_once(": ") {
+        Some((p, rest)) if is_prefix(p) => rest,
+        _ => b,
+    };
     let mut segs: Vec<&str> = first.split("; ").collect();
     for s in second.split("; ") {
         if !segs.contains(&s) {
@@ -1197,6 +1244,15 @@ fn merge_reasons(a: &str, b: &str) -> String {
 }
 
 const LEGACY_PREFIX: &str = "keep the legacy pool";
+/// HIP's legacy pool is llama.cpp's default, which Q1 records: said where it is kept.
+const LEGACY_PREFIX_HIP: &str = "keep the legacy pool (llama.cpp's HIP default, Q1)";
+
+fn legacy_prefix(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Hip => LEGACY_PREFIX_HIP,
+        Backend::Cuda => LEGACY_PREFIX,
+    }
+}
 
 fn same_flags(a: &[Flag], b: &[Flag]) -> bool {
     a.len() == b.len()

@@ -213,6 +213,18 @@ impl VersionRange {
     pub fn contains_number(&self, n: u64) -> bool {
         self.contains(&Version::from_number(n))
     }
+
+    /// For people: `any`, `7.0 and later`, `12 and earlier`, `12.8 to 12.9` (the upper bound
+    /// includes every version it prefixes, as `12` includes 12.9.1).
+    pub fn describe(&self) -> String {
+        match (&self.min, &self.max) {
+            (None, None) => "any".into(),
+            (Some(min), None) => format!("{min} and later"),
+            (None, Some(max)) => format!("{max} and earlier"),
+            (Some(min), Some(max)) if min == max => format!("{min} only"),
+            (Some(min), Some(max)) => format!("{min} to {max}"),
+        }
+    }
 }
 
 impl FromStr for VersionRange {
@@ -272,6 +284,16 @@ impl<'de> Deserialize<'de> for VersionRange {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_are_described_for_people() {
+        let d = |r: &str| r.parse::<VersionRange>().unwrap().describe();
+        assert_eq!(d(":"), "any");
+        assert_eq!(d("7.0:"), "7.0 and later");
+        assert_eq!(d(":12"), "12 and earlier");
+        assert_eq!(d("12.8:12.9"), "12.8 to 12.9");
+        assert_eq!(d("8863:8863"), "8863 only");
+    }
 
     fn v(s: &str) -> Version {
         s.parse().unwrap()

@@ -1092,7 +1092,8 @@ fn judge_vmm_inner(
                 .devices(labels),
             ),
             _ => {
-                let mut f = vmm_unknown(name, input, evidence);
+                // The plan's reason is quoted: so are the records it names.
+                let mut f = vmm_unknown(name, input, evidence).quirks(flag_quirks);
                 f.reason.push_str(&format!(
                     "; gpuprobe would build {} here ({reason})",
                     if g.vmm { "with VMM" } else { "without VMM" }

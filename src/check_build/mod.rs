@@ -187,6 +187,26 @@ pub fn check_corpus(
     });
     let mut findings = judged.findings;
     findings.append(&mut extra);
+    // Each finding names the quirk ids it lists (in its title, reason or fix).
+    let known: Vec<String> = opts.knowledge.quirks.iter().map(|q| q.id.clone()).collect();
+    for f in &mut findings {
+        let text = format!(
+            "{} {} {}",
+            f.title,
+            f.reason,
+            f.fix.as_deref().unwrap_or("")
+        );
+        let named = crate::plan::named_quirks(&text, &known);
+        let unnamed: Vec<String> = f
+            .quirks
+            .iter()
+            .filter(|q| !named.contains(q))
+            .cloned()
+            .collect();
+        if !unnamed.is_empty() {
+            f.reason.push_str(&format!(" (see {})", unnamed.join(", ")));
+        }
+    }
     findings.sort_by_key(|f| std::cmp::Reverse(f.level));
     let count = |l: Level| findings.iter().filter(|f| f.level == l).count();
     let (errors, warnings, infos) = (

@@ -75,10 +75,10 @@ pub fn llama_target(dir: Option<&Path>, build: Option<u64>, k: &Knowledge) -> Re
             }
             None => Ok(LlamaTarget {
                 build: None,
-                source: format!(
-                    "latest known build {} (pass --llama-build or --llama-cpp to choose)",
-                    k.options.meta.newest_build
-                ),
+                // The number itself is the plan's effective build: said once, where it is shown.
+                source:
+                    "the newest build gpuprobe knows; pass --llama-build or --llama-cpp to choose"
+                        .into(),
                 checkout: None,
             }),
         },
@@ -169,6 +169,27 @@ fn fleet(k: &Knowledge, reports: &[&Report]) -> Result<(Vec<String>, Option<Os>,
     ))
 }
 
+/// The backends a plan can be about: the one asked for, else those of its devices. Toolkits
+/// are looked up only for these (a CUDA plan has no use for the ROCm on PATH).
+fn plan_backends(k: &Knowledge, asked: Option<Backend>, devices: &Devices<'_>) -> Vec<Backend> {
+    if let Some(b) = asked {
+        return vec![b];
+    }
+    let of_vendor = |v: crate::report::Vendor| match v {
+        crate::report::Vendor::Amd => Backend::Hip,
+        crate::report::Vendor::Nvidia => Backend::Cuda,
+    };
+    let all: Vec<Backend> = match devices {
+        Devices::Declared(names) | Devices::Machine(names) => names
+            .iter()
+            .filter_map(|n| k.targets.get(n))
+            .map(|t| of_vendor(t.vendor))
+            .collect(),
+        Devices::Measured { report, .. } => report.devices.iter().map(|d| d.backend).collect(),
+    };
+    crate::resolve::dedup(all.into_iter())
+}
+
 /// The OS of the measured host, or of this one.
 pub fn host_os(report: Option<&Report>) -> Os {
     match report {
@@ -207,26 +228,11 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
         .transpose()?;
     let mut rocm_source = "--rocm".to_string();
     let mut cuda_source = "--cuda".to_string();
-    match a.toolchain.as_str() {
-        "none" => {}
-        "auto" => {
-            if rocm.is_none() && cuda.is_none() {
-                if let Some((v, src)) = toolchain::cuda_version(None) {
-                    super::note(&format!(
-                        "CUDA {v} from `{src}` (override with --cuda VER, or --toolchain none)"
-                    ));
-                    cuda = Some(v);
-                    cuda_source = src;
-                }
-                if let Some((v, src)) = toolchain::rocm_version(None) {
-                    super::note(&format!(
-                        "ROCm {v} from `{src}` (override with --rocm VER, or --toolchain none)"
-                    ));
-                    rocm = Some(v);
-                    rocm_source = src;
-                }
-            }
-        }
+    // An explicit toolkit path is input: checked before anything is probed. `auto` asks only
+    // for the toolkits of the backend(s) the plan is about, once the devices are known.
+    let auto_toolchain = match a.toolchain.as_str() {
+        "none" => false,
+        "auto" => rocm.is_none() && cuda.is_none(),
         path => {
             let p = Path::new(path);
             let name = p
@@ -256,8 +262,9 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
                     .into());
                 }
             }
+            false
         }
-    }
+    };
 
     // --from: every document is evidence; without --targets/--machine the reports are also
     // what to plan for (one report: that machine; several: the union of their GPUs).
@@ -272,6 +279,7 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
         .collect();
     let report_owned: Report;
     let mut fleet_os: Option<Os> = None;
+    let mut fleet_series: Option<Version> = None;
     let devices = if let Some(list) = &a.targets {
         Devices::Declared(k.targets.expand(list)?)
     } else if let Some(list) = &a.machine {
@@ -290,15 +298,7 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
     } else if reports.len() > 1 {
         let (archs, os, series) = fleet(&k, &reports)?;
         fleet_os = os;
-        if rocm.is_none()
-            && let Some(v) = series
-        {
-            super::note(&format!(
-                "ROCm {v}: the runtime every report measured (override with --rocm VER)"
-            ));
-            rocm = Some(v);
-            rocm_source = "the reports' HIP runtime".into();
-        }
+        fleet_series = series;
         Devices::Declared(archs)
     } else if !docs.is_empty() {
         return Err(crate::Error::input(
@@ -326,16 +326,46 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
         Devices::Measured { report, .. } => Some(*report),
         Devices::Declared(_) | Devices::Machine(_) => None,
     };
+    let backend = match a.probe.backend {
+        crate::cli::BackendChoice::Cuda => Some(Backend::Cuda),
+        crate::cli::BackendChoice::Hip => Some(Backend::Hip),
+        crate::cli::BackendChoice::Auto => None,
+    };
+    if auto_toolchain {
+        let wanted = plan_backends(&k, backend, &devices);
+        if wanted.contains(&Backend::Cuda)
+            && let Some((v, src)) = toolchain::cuda_version(None)
+        {
+            super::note(&format!(
+                "CUDA {v} from `{src}` (override with --cuda VER, or --toolchain none)"
+            ));
+            cuda = Some(v);
+            cuda_source = src;
+        }
+        if wanted.contains(&Backend::Hip)
+            && let Some((v, src)) = toolchain::rocm_version(None)
+        {
+            super::note(&format!(
+                "ROCm {v} from `{src}` (override with --rocm VER, or --toolchain none)"
+            ));
+            rocm = Some(v);
+            rocm_source = src;
+        }
+    }
+    if rocm.is_none()
+        && let Some(v) = fleet_series
+    {
+        super::note(&format!(
+            "ROCm {v}: the runtime every report measured (override with --rocm VER)"
+        ));
+        rocm = Some(v);
+        rocm_source = "the reports' HIP runtime".into();
+    }
     let os = match a.os {
         Some(OsChoice::Linux) => Os::Linux,
         Some(OsChoice::Windows) => Os::Windows,
         Some(OsChoice::Wsl) => Os::Wsl,
         None => fleet_os.unwrap_or_else(|| host_os(report)),
-    };
-    let backend = match a.probe.backend {
-        crate::cli::BackendChoice::Cuda => Some(Backend::Cuda),
-        crate::cli::BackendChoice::Hip => Some(Backend::Hip),
-        crate::cli::BackendChoice::Auto => None,
     };
     let env_set = match report {
         Some(r) => r.environment.iter().map(|e| e.name.clone()).collect(),

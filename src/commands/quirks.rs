@@ -54,7 +54,9 @@ pub fn run(a: &QuirksArgs) -> Result<i32> {
                 );
             }
             out.push_str("\nmatch:\n");
-            out.push_str(&indent(&toml::to_string(&q.when).unwrap_or_default()));
+            out.push_str(&indent(&with_range_words(
+                &toml::to_string(&q.when).unwrap_or_default(),
+            )));
             out.push_str("\neffect:\n");
             out.push_str(&indent(&toml::to_string(&q.effect).unwrap_or_default()));
             out.push_str(&format!("\nevidence that lifts it: {}\n", lifted_by(q)));
@@ -90,13 +92,16 @@ pub fn run(a: &QuirksArgs) -> Result<i32> {
             out.push_str("targets:\n");
             for t in &k.targets.target {
                 out.push_str(&format!(
-                    "  {:<8} {:<6} wave{:<3} {}{} toolkit \"{}\"  {}\n",
+                    "  {:<8} {:<6} wave{:<3} {}{}; toolkit: {}; {}\n",
                     t.name,
                     format!("{:?}", t.vendor).to_lowercase(),
                     t.wave_size,
                     if t.apu { "apu " } else { "" },
                     t.generation.as_deref().unwrap_or(""),
-                    t.toolkit,
+                    match (&t.toolkit.min, &t.toolkit.max) {
+                        (None, None) => format!("any {}", t.toolkit_name()),
+                        _ => format!("{} {}", t.toolkit_name(), t.toolkit.describe()),
+                    },
                     t.products.as_deref().unwrap_or("")
                 ));
             }
@@ -104,6 +109,25 @@ pub fn run(a: &QuirksArgs) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// `runtime = "7.0:"` gains `# 7.0 and later`: the TOML stays what a quirk file holds, the
+/// comment says the range for people.
+fn with_range_words(toml_text: &str) -> String {
+    toml_text
+        .lines()
+        .map(|line| {
+            let range = line
+                .split_once(" = ")
+                .map(|(_, v)| v.trim().trim_matches('"'))
+                .filter(|v| v.contains(':'))
+                .and_then(|v| v.parse::<crate::version::VersionRange>().ok());
+            match range {
+                Some(r) => format!("{line}   # {}\n", r.describe()),
+                None => format!("{line}\n"),
+            }
+        })
+        .collect()
 }
 
 fn indent(s: &str) -> String {

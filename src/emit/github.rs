@@ -54,11 +54,9 @@ pub fn summary(plan: &Plan) -> String {
         plan.backend.name()
     ));
     s.push_str(&format!(
-        "llama.cpp build {} ({}), {} {}\n\n",
-        plan.llama.effective_build,
-        md(&plan.llama.source),
-        plan.toolkit.name,
-        md(plan.toolkit.version.as_deref().unwrap_or("unknown"))
+        "{}, {}\n\n",
+        md(&plan.llama.describe()),
+        md(&plan.toolkit.describe())
     ));
     s.push_str("| group | targets | VMM | flags | why |\n|---|---|---|---|---|\n");
     for g in &plan.groups {

@@ -23,13 +23,11 @@ pub fn json(plan: &Plan) -> String {
 pub fn explain(plan: &Plan, knowledge: &crate::profiles::Knowledge) -> String {
     let mut out = String::new();
     out.push_str(&format!(
-        "gpuprobe: plan for {} ({:?} mode), llama.cpp build {} ({}), {} {}\n",
+        "gpuprobe: plan for {} ({:?} mode), {}, {}\n",
         plan.backend.name(),
         plan.mode,
-        plan.llama.effective_build,
-        inline(&plan.llama.source),
-        plan.toolkit.name,
-        inline(plan.toolkit.version.as_deref().unwrap_or("version unknown")),
+        inline(&plan.llama.describe()),
+        inline(&plan.toolkit.describe()),
     ));
     for g in &plan.groups {
         out.push_str(&format!(

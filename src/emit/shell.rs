@@ -45,18 +45,15 @@ pub fn render(plan: &Plan) -> String {
     o.comment(
         "",
         &format!(
-            "plan: {} mode; llama.cpp build {} ({}); {} {} ({}); os {}",
+            "plan: {} mode; {}; {}; os {}",
             match plan.mode {
                 crate::plan::Mode::Probe => "probe",
                 crate::plan::Mode::Report => "saved-report",
                 crate::plan::Mode::Targets => "targets-only",
                 crate::plan::Mode::Machine => "declared-machine",
             },
-            plan.llama.effective_build,
-            plan.llama.source,
-            plan.toolkit.name,
-            plan.toolkit.version.as_deref().unwrap_or("version unknown"),
-            plan.toolkit.source,
+            plan.llama.describe(),
+            plan.toolkit.describe(),
             plan.os.as_str(),
         ),
     );

@@ -67,6 +67,8 @@ pub enum SchemaDocument {
     Plan,
     /// `check-build --json` (gpuprobe.check-build/v1).
     CheckBuild,
+    /// `check-build --exercise --json` (gpuprobe.exercise/v1).
+    Exercise,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -19,10 +19,17 @@ pub enum Document {
     Plan,
     /// `gpuprobe check-build --json`.
     CheckBuild,
+    /// `gpuprobe check-build --exercise --json`.
+    Exercise,
 }
 
 impl Document {
-    pub const ALL: [Document; 3] = [Document::Report, Document::Plan, Document::CheckBuild];
+    pub const ALL: [Document; 4] = [
+        Document::Report,
+        Document::Plan,
+        Document::CheckBuild,
+        Document::Exercise,
+    ];
 
     /// The value of the document's own `schema` field.
     pub fn id(self) -> &'static str {
@@ -30,6 +37,7 @@ impl Document {
             Document::Report => crate::report::SCHEMA,
             Document::Plan => crate::plan::SCHEMA,
             Document::CheckBuild => crate::check_build::SCHEMA,
+            Document::Exercise => crate::check_build::exercise::SCHEMA,
         }
     }
 
@@ -44,6 +52,7 @@ impl Document {
             Document::Report => "gpuprobe detect --json",
             Document::Plan => "gpuprobe cmake-flags --format json",
             Document::CheckBuild => "gpuprobe check-build --json",
+            Document::Exercise => "gpuprobe check-build --exercise --json",
         }
     }
 
@@ -61,6 +70,7 @@ impl Document {
             Document::Report => generate::<crate::report::Report>(self),
             Document::Plan => generate::<crate::plan::Plan>(self),
             Document::CheckBuild => generate::<crate::check_build::CheckReport>(self),
+            Document::Exercise => generate::<crate::check_build::exercise::Exercise>(self),
         }
     }
 

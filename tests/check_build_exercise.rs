@@ -78,7 +78,24 @@ fn run(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> (std::process::Outpu
             String::from_utf8_lossy(&out.stderr)
         )
     });
+    meets_the_published_schema(&v);
     (out, v)
+}
+
+/// Every document these runs write (pass, fail, hang, crash, not run) validates against
+/// schemas/gpuprobe.exercise.v1.schema.json.
+fn meets_the_published_schema(doc: &Value) {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/schemas/gpuprobe.exercise.v1.schema.json"
+    );
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(doc)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{doc:#}\n{}", errors.join("\n"));
 }
 
 #[test]

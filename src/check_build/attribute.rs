@@ -580,10 +580,19 @@ fn symptom_finding(
         }
         _ => {
             if !spec.explains.is_empty() {
-                let ids: Vec<&str> = spec.explains.iter().map(|e| e.quirk.as_str()).collect();
+                // Said by title: a finding's quirk ids are the records that apply, and these
+                // were ruled out.
+                let titles: Vec<String> = spec
+                    .explains
+                    .iter()
+                    .map(|e| {
+                        k.quirk(&e.quirk)
+                            .map_or_else(|| e.quirk.clone(), |q| q.title.clone())
+                    })
+                    .collect();
                 reason.push(format!(
                     "The conditions of the known causes ({}) do not hold for this build.",
-                    ids.join(", ")
+                    titles.join("; ")
                 ));
             }
         }

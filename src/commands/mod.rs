@@ -24,6 +24,7 @@ pub fn run(cli: Cli) -> Result<i32> {
                 SchemaDocument::Report => Document::Report,
                 SchemaDocument::Plan => Document::Plan,
                 SchemaDocument::CheckBuild => Document::CheckBuild,
+                SchemaDocument::Exercise => Document::Exercise,
             };
             print(&doc.schema_text())?;
             Ok(0)

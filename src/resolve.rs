@@ -9,7 +9,7 @@ use crate::llama::LlamaTarget;
 use crate::llama::options::Plain12x;
 use crate::plan::{EnvAdvice, Flag, Group, LlamaRef, Mode, Note, Plan, SCHEMA, ToolkitRef};
 use crate::profiles::Knowledge;
-use crate::quirks::{Context, Os, Quirk, Severity, Tri};
+use crate::quirks::{Context, Evaluation, Os, Quirk, Severity, Tri};
 use crate::report::{Backend, Device, Report, SmokeOutcome, Vendor};
 use crate::version::Version;
 
@@ -341,33 +341,31 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
         ctx.vmm_build = Some(vmm);
         let uma = k.quirks.iter().filter(|q| !q.contested).any(|q| {
             q.effect.env.contains_key("GGML_CUDA_ENABLE_UNIFIED_MEMORY")
-                && q.evaluate(&ctx).0 == Tri::Yes
+                && q.evaluate(&ctx).verdict == Tri::Yes
         });
         ctx.uma = Some(uma);
-        let verdicts: Vec<(&Quirk, Tri, Vec<String>)> = k
+        let verdicts: Vec<(&Quirk, Evaluation)> = k
             .quirks
             .iter()
             .filter(|q| !q.contested)
-            .map(|q| {
-                let (v, why) = q.evaluate(&ctx);
-                (q, v, why)
-            })
-            .filter(|(_, v, _)| *v != Tri::No)
+            .map(|q| (q, q.evaluate(&ctx)))
+            .filter(|(_, e)| e.verdict.possible())
             .collect();
         // A record that shows another record's env advice to be harmful here withdraws it (and
         // the advice's own warning, which would recommend it).
         let withdrawn: Vec<(&String, &str)> = verdicts
             .iter()
-            .filter(|(_, v, _)| *v == Tri::Yes)
-            .flat_map(|(q, _, _)| q.effect.withdraw_env.iter().map(|n| (n, q.id.as_str())))
+            .filter(|(_, e)| e.verdict == Tri::Yes)
+            .flat_map(|(q, _)| q.effect.withdraw_env.iter().map(|n| (n, q.id.as_str())))
             .collect();
-        for (q, verdict, why) in &verdicts {
+        for (q, evaluation) in &verdicts {
+            let verdict = &evaluation.verdict;
             trace.push(format!(
                 "{} {}: {} [{}]",
                 u.arch,
                 q.id,
                 tri_word(*verdict),
-                why.join("; ")
+                evaluation.explain()
             ));
             let by: Vec<&str> = q
                 .effect
@@ -658,7 +656,8 @@ fn decide_vmm(
     let mut raising: Vec<(&Quirk, Level, Tri)> = Vec::new();
     for q in k.quirks.iter().filter(|q| !q.contested) {
         let Some(effect) = q.effect.vmm else { continue };
-        let (verdict, why) = q.evaluate(ctx);
+        let evaluation = q.evaluate(ctx);
+        let verdict = evaluation.verdict;
         if !verdict.possible() {
             continue;
         }
@@ -668,7 +667,7 @@ fn decide_vmm(
             q.id,
             tri_word(verdict),
             effect.as_str(),
-            why.join("; ")
+            evaluation.explain()
         ));
         match effect.lifted_by() {
             None => denied.push((q, verdict)),

@@ -13,7 +13,7 @@ use super::signatures::{Class, FixKind, Hit, Signature};
 use crate::emit::sh_quote;
 use crate::llama::LlamaTarget;
 use crate::plan::{Flag, Plan};
-use crate::quirks::{Context, Quirk, Tri};
+use crate::quirks::{Condition, Context, Evaluation, Field, Quirk, Tri};
 use crate::report::{Backend, Vendor};
 use crate::version::Version;
 
@@ -55,12 +55,6 @@ pub struct Scene<'a> {
     pub max_build: Option<u64>,
 }
 
-/// What a quirk verdict rests on.
-pub struct Verdict {
-    pub tri: Tri,
-    pub why: Vec<String>,
-}
-
 impl Scene<'_> {
     fn context<'b>(&'b self, s: &'b Subject, vmm: Option<bool>, build: Option<u64>) -> Context<'b> {
         let k = self.input.knowledge;
@@ -86,7 +80,7 @@ impl Scene<'_> {
     /// The quirk's own conditions for one subject. `vmm` overrides the build's pool (a hit may
     /// prove which pool a failing device used). An unknown architecture or a build known only
     /// from below leaves the conditions on them open instead of false.
-    pub fn evaluate(&self, q: &Quirk, s: &Subject, vmm: Option<bool>) -> Verdict {
+    pub fn evaluate(&self, q: &Quirk, s: &Subject, vmm: Option<bool>) -> Evaluation {
         let vmm = vmm.or(self.vmm_build);
         let mut q = q.clone();
         let arch_unknown = s.arch.is_empty() && !q.when.archs.is_empty();
@@ -94,7 +88,10 @@ impl Scene<'_> {
             q.when.archs.clear();
         }
         let build = self.input.build.value;
-        let (mut tri, mut why) = q.evaluate(&self.context(s, vmm, build));
+        let Evaluation {
+            verdict: mut tri,
+            mut conditions,
+        } = q.evaluate(&self.context(s, vmm, build));
         let fixed = q.fixed_in.as_ref().and_then(|f| f.llama_build);
         if build.is_none()
             && (self.min_build.is_some() || self.max_build.is_some())
@@ -123,31 +120,42 @@ impl Scene<'_> {
                 .flatten()
                 .filter(|p| (lo..=hi).contains(p)),
             );
-            let verdicts: Vec<(Tri, Vec<String>)> = points
+            let verdicts: Vec<Evaluation> = points
                 .iter()
                 .map(|p| q.evaluate(&self.context(s, vmm, Some(*p))))
                 .collect();
-            if verdicts.iter().all(|(t, _)| *t == verdicts[0].0) {
-                tri = verdicts[0].0;
-                why = verdicts[0].1.clone();
-                why.push(format!(
-                    "llama.cpp build: {} by what the log prints",
-                    match (self.min_build, self.max_build) {
-                        (Some(a), Some(b)) => format!("{a} to {b}"),
-                        (Some(a), None) => format!("{a} or later"),
-                        (None, Some(b)) => format!("{b} or earlier"),
-                        (None, None) => String::new(),
-                    }
-                ));
+            if verdicts.iter().all(|e| e.verdict == verdicts[0].verdict) {
+                tri = verdicts[0].verdict;
+                conditions = verdicts[0].conditions.clone();
+                // The build is known only as a range: say so instead of the end point tried.
+                let known = match (self.min_build, self.max_build) {
+                    (Some(a), Some(b)) => format!("{a} to {b}"),
+                    (Some(a), None) => format!("{a} or later"),
+                    (None, Some(b)) => format!("{b} or earlier"),
+                    (None, None) => String::new(),
+                };
+                for c in conditions
+                    .iter_mut()
+                    .filter(|c| c.field == Field::LlamaBuild)
+                {
+                    c.detail = format!("{known} by what the log prints");
+                }
             }
         }
         if arch_unknown {
             if tri == Tri::Yes {
                 tri = Tri::Unknown;
             }
-            why.push("arch: unknown (no device line names it)".into());
+            conditions.push(Condition {
+                field: Field::Arch,
+                verdict: Tri::Unknown,
+                detail: "no device line names it".into(),
+            });
         }
-        Verdict { tri, why }
+        Evaluation {
+            verdict: tri,
+            conditions,
+        }
     }
 
     fn knowledge(&self) -> &crate::profiles::Knowledge {
@@ -231,7 +239,7 @@ pub fn adjust_plan(scene: &Scene<'_>, plan: &mut Plan, llama: &LlamaTarget) {
             continue;
         }
         for s in &scene.subjects {
-            if scene.evaluate(q, s, None).tri != Tri::Yes {
+            if scene.evaluate(q, s, None).verdict != Tri::Yes {
                 continue;
             }
             for g in plan.groups.iter_mut().filter(|g| {
@@ -731,17 +739,10 @@ fn explain_verdict(
     let mut per_subject: Vec<(Tri, Vec<String>)> = Vec::new();
     for s in subjects {
         let v = scene.evaluate(q, s, implied_vmm);
-        let mut tri = v.tri;
+        let mut tri = v.verdict;
         let mut why: Vec<String> = v
-            .why
-            .iter()
-            .filter(|w| w.contains(": unknown"))
-            .map(|w| {
-                w.split(" (")
-                    .next()
-                    .unwrap_or(w)
-                    .replace(": unknown", " unknown")
-            })
+            .unknowns()
+            .map(|c| format!("{} unknown", c.field))
             .collect();
         if let Some(want) = e.vmm_build {
             match implied_vmm.or(scene.vmm_build) {
@@ -873,18 +874,12 @@ pub fn condition_findings(
             continue;
         }
         let mut yes: Vec<&Subject> = Vec::new();
-        let mut maybe: Vec<(&Subject, Vec<String>)> = Vec::new();
+        let mut maybe: Vec<(&Subject, Vec<Field>)> = Vec::new();
         for s in &scene.subjects {
             let v = scene.evaluate(q, s, None);
-            match v.tri {
+            match v.verdict {
                 Tri::Yes => yes.push(s),
-                Tri::Unknown => maybe.push((
-                    s,
-                    v.why
-                        .into_iter()
-                        .filter(|w| w.contains(": unknown"))
-                        .collect(),
-                )),
+                Tri::Unknown => maybe.push((s, v.unknowns().map(|c| c.field).collect())),
                 Tri::No => {}
             }
         }
@@ -893,12 +888,12 @@ pub fn condition_findings(
         } else if !maybe.is_empty() && (e.warn.is_some() || !e.env.is_empty() || !e.set.is_empty())
         {
             let mut unknown: Vec<String> = Vec::new();
-            for w in maybe.iter().flat_map(|(_, w)| w) {
-                let w = w.split(" (").next().unwrap_or(w).replace(": unknown", "");
-                let w = if w == "multi-gpu" {
-                    "whether a run is split across GPUs (a log of one shows it)".to_string()
-                } else {
-                    w
+            for field in maybe.iter().flat_map(|(_, w)| w) {
+                let w = match field {
+                    Field::MultiGpu => {
+                        "whether a run is split across GPUs (a log of one shows it)".to_string()
+                    }
+                    _ => field.to_string(),
                 };
                 if !unknown.contains(&w) {
                     unknown.push(w);

@@ -1,5 +1,7 @@
 //! Three-valued matching of quirk records against what is known about one target or device.
 
+use std::fmt;
+
 use serde::Serialize;
 
 use super::{FixedIn, Match, Os, Quirk};
@@ -53,34 +55,122 @@ pub struct Context<'a> {
     pub env_set: &'a [String],
 }
 
+/// What one condition of a record is about; its `Display` is the name `--explain` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Vendor,
+    Arch,
+    Os,
+    Runtime,
+    Driver,
+    LlamaBuild,
+    Apu,
+    MultiGpu,
+    IgpuWithDgpu,
+    VmmBuild,
+    Uma,
+    PeerProblem,
+    Smoke,
+    Env,
+}
+
+impl Field {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Field::Vendor => "vendor",
+            Field::Arch => "arch",
+            Field::Os => "os",
+            Field::Runtime => "runtime",
+            Field::Driver => "driver",
+            Field::LlamaBuild => "llama.cpp build",
+            Field::Apu => "apu",
+            Field::MultiGpu => "multi-gpu",
+            Field::IgpuWithDgpu => "igpu next to dgpu",
+            Field::VmmBuild => "vmm build",
+            Field::Uma => "unified memory",
+            Field::PeerProblem => "peer problem",
+            Field::Smoke => "smoke",
+            Field::Env => "env",
+        }
+    }
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How one condition of a record went: `arch: yes (gfx1100 in [gfx110X])`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    pub field: Field,
+    pub verdict: Tri,
+    /// What was compared, for people.
+    pub detail: String,
+}
+
+impl fmt::Display for Condition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mark = match self.verdict {
+            Tri::Yes => "yes",
+            Tri::No => "no",
+            Tri::Unknown => "unknown",
+        };
+        write!(f, "{}: {mark} ({})", self.field, self.detail)
+    }
+}
+
+/// A record's verdict and the conditions behind it, in the record's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Evaluation {
+    pub verdict: Tri,
+    pub conditions: Vec<Condition>,
+}
+
+impl Evaluation {
+    /// The conditions whose facts are not known.
+    pub fn unknowns(&self) -> impl Iterator<Item = &Condition> {
+        self.conditions.iter().filter(|c| c.verdict == Tri::Unknown)
+    }
+
+    /// Every condition, `; `-separated (for `--explain`).
+    pub fn explain(&self) -> String {
+        self.conditions
+            .iter()
+            .map(Condition::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
 impl Quirk {
-    /// The verdict, and one line per condition saying how it went (for `--explain`). A version
-    /// at or past the record's `fixed_in` version does not match.
-    pub fn evaluate(&self, ctx: &Context<'_>) -> (Tri, Vec<String>) {
+    /// The verdict and how each condition went. A version at or past the record's `fixed_in`
+    /// version does not match.
+    pub fn evaluate(&self, ctx: &Context<'_>) -> Evaluation {
         self.when.evaluate_fixed(ctx, self.fixed_in.as_ref())
     }
 }
 
 impl Match {
-    pub fn evaluate(&self, ctx: &Context<'_>) -> (Tri, Vec<String>) {
+    pub fn evaluate(&self, ctx: &Context<'_>) -> Evaluation {
         self.evaluate_fixed(ctx, None)
     }
 
-    fn evaluate_fixed(&self, ctx: &Context<'_>, fix: Option<&FixedIn>) -> (Tri, Vec<String>) {
+    fn evaluate_fixed(&self, ctx: &Context<'_>, fix: Option<&FixedIn>) -> Evaluation {
         let mut verdict = Tri::Yes;
-        let mut why = Vec::new();
-        let mut check = |name: &str, t: Tri, detail: String| {
+        let mut conditions = Vec::new();
+        let mut check = |field: Field, t: Tri, detail: String| {
             verdict = verdict.and(t);
-            let mark = match t {
-                Tri::Yes => "yes",
-                Tri::No => "no",
-                Tri::Unknown => "unknown",
-            };
-            why.push(format!("{name}: {mark} ({detail})"));
+            conditions.push(Condition {
+                field,
+                verdict: t,
+                detail,
+            });
         };
         if let Some(v) = self.vendor {
             check(
-                "vendor",
+                Field::Vendor,
                 Tri::of(v == ctx.vendor),
                 format!("{:?} vs {:?}", v, ctx.vendor).to_lowercase(),
             );
@@ -91,7 +181,7 @@ impl Match {
                 .iter()
                 .any(|a| arch_matches(ctx.targets, a, ctx.arch));
             check(
-                "arch",
+                Field::Arch,
                 Tri::of(hit),
                 format!("{} in [{}]", ctx.arch, self.archs.join(", ")),
             );
@@ -103,7 +193,7 @@ impl Match {
             };
             let list: Vec<&str> = self.os.iter().map(|o| o.as_str()).collect();
             check(
-                "os",
+                Field::Os,
                 t,
                 format!(
                     "{} in [{}]",
@@ -114,21 +204,21 @@ impl Match {
         }
         let build = ctx.llama_build.map(Version::from_number);
         let fixed_build = fix.and_then(|f| f.llama_build).map(Version::from_number);
-        for (name, r, have, fixed) in [
+        for (field, r, have, fixed) in [
             (
-                "runtime",
+                Field::Runtime,
                 self.runtime.as_ref(),
                 ctx.runtime,
                 fix.and_then(|f| f.runtime.as_ref()),
             ),
             (
-                "driver",
+                Field::Driver,
                 self.driver.as_ref(),
                 ctx.driver,
                 fix.and_then(|f| f.driver.as_ref()),
             ),
             (
-                "llama.cpp build",
+                Field::LlamaBuild,
                 self.llama_builds.as_ref(),
                 build.as_ref(),
                 fixed_build.as_ref(),
@@ -147,21 +237,21 @@ impl Match {
                 Some(f) => format!("{shown} in \"{range}\", fixed in {f}"),
                 None => format!("{shown} in \"{range}\""),
             };
-            check(name, t, detail);
+            check(field, t, detail);
         }
         let flags = [
-            ("apu", self.apu, ctx.apu),
-            ("multi-gpu", self.multi_gpu, ctx.multi_gpu),
-            ("igpu next to dgpu", self.igpu_with_dgpu, ctx.igpu_with_dgpu),
-            ("vmm build", self.vmm_build, ctx.vmm_build),
-            ("unified memory", self.uma, ctx.uma),
-            ("peer problem", self.peer_problem, ctx.peer_problem),
+            (Field::Apu, self.apu, ctx.apu),
+            (Field::MultiGpu, self.multi_gpu, ctx.multi_gpu),
+            (Field::IgpuWithDgpu, self.igpu_with_dgpu, ctx.igpu_with_dgpu),
+            (Field::VmmBuild, self.vmm_build, ctx.vmm_build),
+            (Field::Uma, self.uma, ctx.uma),
+            (Field::PeerProblem, self.peer_problem, ctx.peer_problem),
         ];
-        for (name, want, have) in flags {
+        for (field, want, have) in flags {
             if let Some(want) = want {
                 let t = have.map_or(Tri::Unknown, |h| Tri::of(h == want));
                 let have = have.map_or("unknown".to_string(), |h| h.to_string());
-                check(name, t, format!("want {want}, have {have}"));
+                check(field, t, format!("want {want}, have {have}"));
             }
         }
         if !self.smoke.is_empty() {
@@ -169,7 +259,7 @@ impl Match {
                 .smoke
                 .map_or(Tri::Unknown, |s| Tri::of(self.smoke.iter().any(|w| w == s)));
             check(
-                "smoke",
+                Field::Smoke,
                 t,
                 format!(
                     "{} in [{}]",
@@ -181,12 +271,15 @@ impl Match {
         if !self.env_set.is_empty() {
             let hit = self.env_set.iter().any(|v| ctx.env_set.contains(v));
             check(
-                "env",
+                Field::Env,
                 Tri::of(hit),
                 format!("any of [{}] set", self.env_set.join(", ")),
             );
         }
-        (verdict, why)
+        Evaluation {
+            verdict,
+            conditions,
+        }
     }
 }
 

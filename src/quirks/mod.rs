@@ -9,7 +9,7 @@
 mod matching;
 pub mod record;
 
-pub use matching::{Context, Tri};
+pub use matching::{Condition, Context, Evaluation, Field, Tri};
 
 use std::collections::BTreeMap;
 

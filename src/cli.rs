@@ -71,12 +71,7 @@ pub enum SchemaDocument {
     Exercise,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum BackendChoice {
-    Auto,
-    Cuda,
-    Hip,
-}
+pub use crate::probe::BackendChoice;
 
 #[derive(Debug, Clone, Args)]
 pub struct ProbeArgs {

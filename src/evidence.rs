@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -39,6 +40,29 @@ impl Level {
             Level::Attribute => "attribute",
             Level::Smoke => "smoke",
             Level::Workload => "workload",
+        }
+    }
+}
+
+/// How a device's run of llama.cpp's workload (`check-build --exercise`) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadOutcome {
+    Pass,
+    Fail,
+    Hang,
+    Crash,
+    NotRun,
+}
+
+impl WorkloadOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadOutcome::Pass => "pass",
+            WorkloadOutcome::Fail => "fail",
+            WorkloadOutcome::Hang => "hang",
+            WorkloadOutcome::Crash => "crash",
+            WorkloadOutcome::NotRun => "not-run",
         }
     }
 }
@@ -201,12 +225,12 @@ impl Evidence {
         let os = Os::from_host(&e.host.os);
         let series = e.runtime_version.as_deref().and_then(series_of);
         for d in &e.devices {
-            let verdict = match d.outcome.as_str() {
-                "pass" => Verdict::Pass,
-                "not-run" => continue,
+            let verdict = match d.outcome {
+                WorkloadOutcome::Pass => Verdict::Pass,
+                WorkloadOutcome::NotRun => continue,
                 _ => Verdict::Fail,
             };
-            let mut detail = format!("llama.cpp workload {}", d.outcome);
+            let mut detail = format!("llama.cpp workload {}", d.outcome.as_str());
             if !d.ops.is_empty() {
                 detail.push_str(&format!(" ({})", d.ops.join(", ")));
             }
@@ -300,7 +324,7 @@ pub struct ExerciseBinary {
 pub struct ExerciseDevice {
     pub index: u32,
     pub arch: String,
-    pub outcome: String,
+    pub outcome: WorkloadOutcome,
     #[serde(default)]
     pub ops: Vec<String>,
 }

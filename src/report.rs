@@ -27,6 +27,29 @@ pub enum Backend {
     Hip,
 }
 
+impl Vendor {
+    pub fn backend(self) -> Backend {
+        match self {
+            Vendor::Nvidia => Backend::Cuda,
+            Vendor::Amd => Backend::Hip,
+        }
+    }
+    /// The toolkit (and runtime) that builds for and runs on the vendor's GPUs: `CUDA`, `ROCm`.
+    pub fn toolkit(self) -> &'static str {
+        match self {
+            Vendor::Nvidia => "CUDA",
+            Vendor::Amd => "ROCm",
+        }
+    }
+    /// `NVIDIA GPU`, `AMD GPU`.
+    pub fn gpu_word(self) -> &'static str {
+        match self {
+            Vendor::Nvidia => "NVIDIA GPU",
+            Vendor::Amd => "AMD GPU",
+        }
+    }
+}
+
 impl Backend {
     pub fn vendor(self) -> Vendor {
         match self {
@@ -34,10 +57,57 @@ impl Backend {
             Backend::Hip => Vendor::Amd,
         }
     }
+    /// `CUDA`, `HIP`: the backend named in sentences.
     pub fn name(self) -> &'static str {
         match self {
             Backend::Cuda => "CUDA",
             Backend::Hip => "HIP",
+        }
+    }
+    /// `cuda`, `hip`: the spelling of `--backend`, of the JSON and of build group names.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Cuda => "cuda",
+            Backend::Hip => "hip",
+        }
+    }
+    /// `CUDA`, `ROCm`: the toolkit that builds the backend and runs its programs.
+    pub fn toolkit(self) -> &'static str {
+        self.vendor().toolkit()
+    }
+    /// `cuda`, `rocm`: the option that gives the toolkit's version (`--cuda VER`, `--rocm VER`).
+    pub fn toolkit_option(self) -> &'static str {
+        match self {
+            Backend::Cuda => "cuda",
+            Backend::Hip => "rocm",
+        }
+    }
+    /// `CUDA`, `ROCm`: llama.cpp's name for the backend's registry and devices (`ROCm0`).
+    pub fn llama_name(self) -> &'static str {
+        match self {
+            Backend::Cuda => "CUDA",
+            Backend::Hip => "ROCm",
+        }
+    }
+    /// The backend whose registry llama.cpp names `name` (`CUDA`, `ROCm`).
+    pub fn from_llama_name(name: &str) -> Option<Backend> {
+        [Backend::Cuda, Backend::Hip]
+            .into_iter()
+            .find(|b| b.llama_name() == name)
+    }
+    /// The CMake option that compiles llama.cpp's VMM pool out when ON.
+    pub fn no_vmm_flag(self) -> &'static str {
+        match self {
+            Backend::Cuda => "GGML_CUDA_NO_VMM",
+            Backend::Hip => "GGML_HIP_NO_VMM",
+        }
+    }
+    /// The CMake options that turn the backend on, by era: `GGML_HIPBLAS` was renamed
+    /// `GGML_HIP` at build 4080.
+    pub fn switch_names(self) -> &'static [&'static str] {
+        match self {
+            Backend::Cuda => &["GGML_CUDA"],
+            Backend::Hip => &["GGML_HIP", "GGML_HIPBLAS"],
         }
     }
 }

@@ -48,6 +48,16 @@ pub struct Request<'a> {
     pub evidence: Evidence,
 }
 
+impl Request<'_> {
+    /// The toolkit version that will build for `backend`, and where it came from.
+    fn toolkit(&self, backend: Backend) -> (Option<&Version>, &str) {
+        match backend {
+            Backend::Hip => (self.rocm.as_ref(), &self.rocm_source),
+            Backend::Cuda => (self.cuda.as_ref(), &self.cuda_source),
+        }
+    }
+}
+
 /// One architecture in the plan, with the devices of that architecture if measured.
 struct Unit<'a> {
     arch: String,
@@ -114,7 +124,7 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
              plan for a newer llama.cpp, or pass --llama-cpp DIR with the tree you build",
             req.llama.effective_build(&k.options),
             backend.name(),
-            switch_names(backend).join(", ")
+            backend.switch_names().join(", ")
         )],
     })?;
     if units.is_empty() {
@@ -124,11 +134,9 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
         });
     }
 
-    let toolkit_name = kit_name(backend);
-    let declared = match backend {
-        Backend::Hip => req.rocm.clone(),
-        Backend::Cuda => req.cuda.clone(),
-    };
+    let toolkit_name = backend.toolkit();
+    let (declared, declared_source) = req.toolkit(backend);
+    let declared = declared.cloned();
     let mut warnings: Vec<Note> = Vec::new();
     let mut notes: Vec<Note> = Vec::new();
     // Buildability is a question for the toolkit that will compile; runtime quirks are a question
@@ -155,7 +163,7 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
         trace.push(format!(
             "{toolkit_name} version unknown: quirks with a version range count as possibly matching; \
              give --{} VER to be precise",
-            toolkit_name.to_lowercase()
+            backend.toolkit_option()
         ));
         // What the target table knows about the toolkit each target needs, said where it cannot
         // be checked.
@@ -168,7 +176,7 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
                     Severity::Medium,
                     format!(
                         "needs {need}. The {toolkit_name} version is unknown, so this plan could not check it: give --{} VER",
-                        toolkit_name.to_lowercase()
+                        backend.toolkit_option()
                     ),
                     &cited,
                     std::slice::from_ref(&u.arch),
@@ -433,10 +441,7 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
             name: toolkit_name,
             version: toolkit.clone().or(measured.clone()).map(|v| v.to_string()),
             source: if declared.is_some() {
-                match backend {
-                    Backend::Hip => req.rocm_source.clone(),
-                    Backend::Cuda => req.cuda_source.clone(),
-                }
+                declared_source.to_string()
             } else if measured.is_some() {
                 "measured runtime".into()
             } else {
@@ -720,11 +725,11 @@ fn decide_vmm(
             })
             .collect();
         let unknown_only = runtime.is_none() && denied.iter().all(|(_, v)| *v == Tri::Unknown);
-        let kit = kit_name(backend);
+        let kit = backend.toolkit();
         let lift = if unknown_only {
             Some(format!(
                 "give the {kit} version the binaries will run with (--{} VER)",
-                kit.to_lowercase()
+                backend.toolkit_option()
             ))
         } else {
             denied.iter().all(|(q, _)| q.fixed_in.is_some()).then(|| {
@@ -776,7 +781,7 @@ fn decide_vmm(
         };
     };
     let why_needed = why_needed(needed);
-    let kit = kit_name(backend);
+    let kit = backend.toolkit();
     let series = runtime.and_then(|v| crate::evidence::series_of(&v.to_string()));
     let Some(series) = series else {
         return VmmDecision::legacy(
@@ -788,7 +793,7 @@ fn decide_vmm(
             with_q1(backend, ids),
             Some(format!(
                 "give the {kit} version the binaries will run with (--{} VER)",
-                kit.to_lowercase()
+                backend.toolkit_option()
             )),
         );
     };
@@ -869,14 +874,6 @@ fn with_q1(backend: Backend, mut ids: Vec<String>) -> Vec<String> {
         ids.push("Q1".into());
     }
     ids
-}
-
-/// The toolkit (and runtime) a backend is built and run with.
-fn kit_name(backend: Backend) -> &'static str {
-    match backend {
-        Backend::Hip => "ROCm",
-        Backend::Cuda => "CUDA",
-    }
 }
 
 /// One command that produces the missing evidence, and how to hand it back.
@@ -1075,11 +1072,11 @@ fn group(
             .iter()
             .all(|t| k.targets.get(t).is_some_and(|t| t.apu));
         let base = if single {
-            backend_word(backend).to_string()
+            backend.as_str().to_string()
         } else {
             format!(
                 "{}-{}{}",
-                backend_word(backend),
+                backend.as_str(),
                 if g.vmm { "vmm" } else { "legacy-pool" },
                 if all_apu { "-apu" } else { "" }
             )
@@ -1260,13 +1257,6 @@ fn same_flags(a: &[Flag], b: &[Flag]) -> bool {
             .all(|(x, y)| x.name == y.name && x.value == y.value)
 }
 
-fn backend_word(b: Backend) -> &'static str {
-    match b {
-        Backend::Hip => "hip",
-        Backend::Cuda => "cuda",
-    }
-}
-
 fn base_flags(
     k: &Knowledge,
     req: &Request<'_>,
@@ -1347,16 +1337,9 @@ fn base_flags(
     flags
 }
 
-/// Backend switches by era: `GGML_HIPBLAS` was renamed `GGML_HIP` at build 4080.
-fn switch_names(backend: Backend) -> &'static [&'static str] {
-    match backend {
-        Backend::Hip => &["GGML_HIP", "GGML_HIPBLAS"],
-        Backend::Cuda => &["GGML_CUDA"],
-    }
-}
-
 fn backend_switch(k: &Knowledge, req: &Request<'_>, backend: Backend) -> Option<&'static str> {
-    switch_names(backend)
+    backend
+        .switch_names()
         .iter()
         .copied()
         .find(|n| req.llama.declares(&k.options, n))

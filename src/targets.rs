@@ -62,10 +62,7 @@ impl Target {
     }
 
     pub fn toolkit_name(&self) -> &'static str {
-        match self.vendor {
-            Vendor::Amd => "ROCm",
-            Vendor::Nvidia => "CUDA",
-        }
+        self.vendor.toolkit()
     }
 
     /// The toolkit this target needs, for people (`CUDA 12.8 or newer`, `CUDA 12.x or older`,

@@ -568,7 +568,7 @@ fn the_resolver_reads_the_exercise_document() {
         gpuprobe::evidence::Document::Exercise(e) => {
             assert_eq!(e.binary.vmm, Some(true));
             assert_eq!(e.binary.build, Some(11434));
-            assert_eq!(e.devices[0].outcome, "pass");
+            assert_eq!(e.devices[0].outcome.as_str(), "pass");
             assert_eq!(e.devices[0].arch, "sm_90");
         }
         other => panic!("read as {other:?}"),

@@ -281,13 +281,6 @@ impl Fix {
     }
 }
 
-fn vmm_flag(b: Backend) -> &'static str {
-    match b {
-        Backend::Hip => "GGML_HIP_NO_VMM",
-        Backend::Cuda => "GGML_CUDA_NO_VMM",
-    }
-}
-
 /// The rebuild command of a group, asking for `want` flags (each kept only if in the group's
 /// line: a fix never asks for a flag the plan does not have).
 fn rebuild(g: &PlanGroup, want: &[String], hint: &str, fix: &mut Fix) {
@@ -372,13 +365,13 @@ fn no_vmm_fix(
     }) else {
         fix.text.push(format!(
             "rebuild with the VMM pool compiled out ({}=ON for a CUDA build, {}=ON for a HIP build; {} writes the whole build)",
-            vmm_flag(Backend::Cuda),
-            vmm_flag(Backend::Hip),
+            Backend::Cuda.no_vmm_flag(),
+            Backend::Hip.no_vmm_flag(),
             scene.input.script_hint
         ));
         return;
     };
-    let flag = vmm_flag(b);
+    let flag = b.no_vmm_flag();
     match group {
         Some(g) if !g.vmm => rebuild(g, &[format!("-D{flag}=ON")], &scene.input.script_hint, fix),
         Some(_) => {
@@ -400,7 +393,7 @@ fn legacy_pool_fix(scene: &Scene<'_>, group: Option<&PlanGroup>, fix: &mut Fix) 
     {
         rebuild(
             g,
-            &[format!("-D{}=OFF", vmm_flag(b))],
+            &[format!("-D{}=OFF", b.no_vmm_flag())],
             &scene.input.script_hint,
             fix,
         );

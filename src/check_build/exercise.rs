@@ -36,25 +36,38 @@ pub const DEFAULT_OPS: &str = "MUL_MAT,FLASH_ATTN_EXT";
 /// this subset is about a minute on a big GPU.
 pub const DEFAULT_PARAMS: &str = r"^type_a=(q[0-9]|iq|mxfp|nvfp|tq)[^,]*,type_b=f32,|type_K=(q8_0|q4_0),type_V=(q8_0|q4_0),|kv=(1024|2048|4096|8192|16384|32768),.*type_K=f16,type_V=f16,";
 
+pub use crate::evidence::WorkloadOutcome as Outcome;
+
+/// The backend the exercised program ran on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Outcome {
-    Pass,
-    Fail,
-    Hang,
-    Crash,
-    NotRun,
+#[serde(rename_all = "lowercase")]
+pub enum BinaryBackend {
+    Cuda,
+    Hip,
+    /// Only the CPU was exercised: not evidence about any GPU.
+    Cpu,
 }
 
-impl Outcome {
+impl BinaryBackend {
+    pub fn gpu(self) -> Option<Backend> {
+        match self {
+            BinaryBackend::Cuda => Some(Backend::Cuda),
+            BinaryBackend::Hip => Some(Backend::Hip),
+            BinaryBackend::Cpu => None,
+        }
+    }
     pub fn as_str(self) -> &'static str {
         match self {
-            Outcome::Pass => "pass",
-            Outcome::Fail => "fail",
-            Outcome::Hang => "hang",
-            Outcome::Crash => "crash",
-            Outcome::NotRun => "not-run",
+            BinaryBackend::Cuda => "cuda",
+            BinaryBackend::Hip => "hip",
+            BinaryBackend::Cpu => "cpu",
         }
+    }
+}
+
+impl std::fmt::Display for BinaryBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -76,7 +89,7 @@ pub struct BinaryInfo {
     /// llama.cpp build number (from --llama-build or a program of the build next to it).
     pub build: Option<u64>,
     /// `cuda` or `hip` (`cpu` when only the CPU was exercised: not evidence about any GPU).
-    pub backend: String,
+    pub backend: BinaryBackend,
     /// The VMM pool compiled in: a device line says `VMM: yes`, or the backend library lacks the
     /// `NO_VMM` feature string (true); the library has it (false); unknown (null).
     pub vmm: Option<bool>,
@@ -181,14 +194,7 @@ pub fn targets_of(report: &Report) -> Vec<Target> {
         .iter()
         .filter(|d| d.arch != "unknown")
         .map(|d| Target {
-            device: format!(
-                "{}{}",
-                match d.backend {
-                    Backend::Cuda => "CUDA",
-                    Backend::Hip => "ROCm",
-                },
-                d.index
-            ),
+            device: format!("{}{}", d.backend.llama_name(), d.index),
             index: d.index,
             name: Some(d.name.clone()),
             arch: Some(d.arch.clone()),
@@ -256,21 +262,19 @@ pub fn run(plan: &Plan, signatures: &SignatureTable) -> Exercise {
         .devices
         .iter()
         .find_map(|t| {
-            if t.device.starts_with("CUDA") {
-                Some("cuda")
-            } else if t.device.starts_with("ROCm") {
-                Some("hip")
+            if t.device.starts_with(Backend::Cuda.llama_name()) {
+                Some(BinaryBackend::Cuda)
+            } else if t.device.starts_with(Backend::Hip.llama_name()) {
+                Some(BinaryBackend::Hip)
             } else {
                 None
             }
         })
-        .unwrap_or("cpu");
-    let vmm = if backend == "cpu" {
-        None
-    } else if vmm_lines.contains(&true) {
-        Some(true)
-    } else {
-        no_vmm_feature(&plan.test_backend_ops, backend).map(|no| !no)
+        .unwrap_or(BinaryBackend::Cpu);
+    let vmm = match backend.gpu() {
+        None => None,
+        Some(_) if vmm_lines.contains(&true) => Some(true),
+        Some(b) => no_vmm_feature(&plan.test_backend_ops, b).map(|no| !no),
     };
     Exercise {
         schema: SCHEMA.into(),
@@ -279,7 +283,7 @@ pub fn run(plan: &Plan, signatures: &SignatureTable) -> Exercise {
         binary: BinaryInfo {
             path: plan.test_backend_ops.display().to_string(),
             build: plan.llama_build,
-            backend: backend.into(),
+            backend,
             vmm,
         },
         runtime_version: plan.runtime_version.clone(),
@@ -568,10 +572,10 @@ pub fn new_faults(before: &[String], after: &[String], signatures: &SignatureTab
 
 /// Whether the backend library (or the program, when linked statically) carries the `NO_VMM`
 /// feature string that builds without the VMM pool print in system_info. None: not found.
-pub fn no_vmm_feature(tbo: &Path, backend: &str) -> Option<bool> {
+pub fn no_vmm_feature(tbo: &Path, backend: Backend) -> Option<bool> {
     let lib = match backend {
-        "hip" => "ggml-hip",
-        _ => "ggml-cuda",
+        Backend::Hip => "ggml-hip",
+        Backend::Cuda => "ggml-cuda",
     };
     let dir = tbo.parent()?;
     let mut candidates: Vec<PathBuf> = Vec::new();
@@ -786,7 +790,7 @@ pub fn records(ex: &Exercise) -> (Vec<crate::quirks::record::Record>, Vec<String
             ));
             continue;
         }
-        if d.arch == "unknown" || ex.binary.backend == "cpu" {
+        if d.arch == "unknown" || ex.binary.backend == BinaryBackend::Cpu {
             skipped.push(format!(
                 "{}: architecture unknown, nothing to match a record on",
                 d.name
@@ -831,13 +835,13 @@ pub fn records(ex: &Exercise) -> (Vec<crate::quirks::record::Record>, Vec<String
         }
         t["measured_on"] = value(measured.join(", "));
         let mut m = Table::new();
-        m["vendor"] = value(if ex.binary.backend == "hip" {
+        m["vendor"] = value(if ex.binary.backend == BinaryBackend::Hip {
             "amd"
         } else {
             "nvidia"
         });
         m["archs"] = value(Array::from_iter([d.arch.as_str()]));
-        if ex.binary.backend == "hip"
+        if ex.binary.backend == BinaryBackend::Hip
             && let Some(mm) = ex.runtime_version.as_deref().and_then(major_minor)
         {
             m["runtime"] = value(format!("{mm}:{mm}"));

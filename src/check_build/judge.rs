@@ -205,11 +205,7 @@ pub struct Judgement {
 }
 
 pub fn backend_of(name: &str) -> Option<Backend> {
-    match name {
-        "CUDA" => Some(Backend::Cuda),
-        "ROCm" => Some(Backend::Hip),
-        _ => None,
-    }
+    Backend::from_llama_name(name)
 }
 
 /// `sm_90` → 900, `sm_120` → 1200 (the numbers `__CUDA_ARCH_LIST__` prints).
@@ -228,11 +224,13 @@ fn label_build(d: &DeviceLine) -> String {
 }
 
 fn label_machine(d: &Device) -> String {
-    let api = match d.backend {
-        Backend::Cuda => "CUDA",
-        Backend::Hip => "ROCm",
-    };
-    format!("{api}{} {} ({})", d.index, d.name, d.arch)
+    format!(
+        "{}{} {} ({})",
+        d.backend.llama_name(),
+        d.index,
+        d.name,
+        d.arch
+    )
 }
 
 fn same_name(a: &str, b: &str) -> bool {
@@ -487,10 +485,7 @@ pub fn judge(input: &Input<'_>) -> Judgement {
             .fix(match machine_gpus.first() {
                 Some(d) => format!(
                     "use a build for this machine's GPUs: gpuprobe cmake-flags --backend {} > build.sh",
-                    match d.backend {
-                        Backend::Cuda => "cuda",
-                        Backend::Hip => "hip",
-                    }
+                    d.backend.as_str()
                 ),
                 None => format!(
                     "run it where a {} GPU is visible, or fix what hides it here (`gpuprobe detect` says what it found); the findings below are judged from the devices the build lists",
@@ -924,10 +919,7 @@ fn judge_vmm_inner(
     out: &mut Vec<Finding>,
     cites_q2: &mut bool,
 ) {
-    let vmm_flag = match b {
-        Backend::Hip => "GGML_HIP_NO_VMM",
-        Backend::Cuda => "GGML_CUDA_NO_VMM",
-    };
+    let vmm_flag = b.no_vmm_flag();
     let Some(plan) = plan else {
         // Nothing to compare with: say what the output shows.
         match compiled {

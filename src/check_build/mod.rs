@@ -298,10 +298,8 @@ fn script_hint(build: Option<u64>, backend: Option<&str>, opts: &Options<'_>) ->
     } else if opts.machine.is_none() {
         s.push_str(" --targets <your GPUs>");
     }
-    match backend {
-        Some("CUDA") => s.push_str(" --backend cuda"),
-        Some("ROCm") => s.push_str(" --backend hip"),
-        _ => {}
+    if let Some(b) = backend.and_then(crate::report::Backend::from_llama_name) {
+        s.push_str(&format!(" --backend {}", b.as_str()));
     }
     if let Some(b) = build {
         s.push_str(&format!(" --llama-build {b}"));

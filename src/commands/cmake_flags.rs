@@ -326,11 +326,7 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
         Devices::Measured { report, .. } => Some(*report),
         Devices::Declared(_) | Devices::Machine(_) => None,
     };
-    let backend = match a.probe.backend {
-        crate::cli::BackendChoice::Cuda => Some(Backend::Cuda),
-        crate::cli::BackendChoice::Hip => Some(Backend::Hip),
-        crate::cli::BackendChoice::Auto => None,
-    };
+    let backend = a.probe.backend.backend();
     if auto_toolchain {
         let wanted = plan_backends(&k, backend, &devices);
         if wanted.contains(&Backend::Cuda)

@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::print;
-use crate::cli::{BackendChoice, DetectArgs, ProbeArgs};
+use crate::cli::{DetectArgs, ProbeArgs};
 use crate::host::{HostView, dump, printable};
 use crate::neutral::inline;
 use crate::probe::interpret::human_bytes;
@@ -40,11 +40,7 @@ fn probe_options_with(p: &ProbeArgs, record: bool) -> Result<ProbeOptions> {
         Some(path) => {
             let path = Path::new(&path);
             let d = dump::load(path)?;
-            opts.backend = match d.options.backend.as_str() {
-                "cuda" => BackendChoice::Cuda,
-                "hip" => BackendChoice::Hip,
-                _ => BackendChoice::Auto,
-            };
+            opts.backend = d.options.backend;
             opts.smoke = d.options.smoke;
             opts.cycles = d.options.cycles;
             if d.options.timeout_s.is_finite() && d.options.timeout_s > 0.0 {
@@ -54,7 +50,7 @@ fn probe_options_with(p: &ProbeArgs, record: bool) -> Result<ProbeOptions> {
                 "gpuprobe: replaying {} (taken by gpuprobe {}, --backend {}{}); nothing on this machine is probed",
                 printable(&path.display().to_string()),
                 printable(&d.gpuprobe_version),
-                printable(&d.options.backend),
+                d.options.backend.as_str(),
                 if d.options.smoke { "" } else { " --no-smoke" }
             );
             dump::view(&d, &path.display().to_string())
@@ -63,14 +59,6 @@ fn probe_options_with(p: &ProbeArgs, record: bool) -> Result<ProbeOptions> {
     };
     opts.host = Arc::new(if record { view.recording() } else { view });
     Ok(opts)
-}
-
-fn backend_word(b: BackendChoice) -> &'static str {
-    match b {
-        BackendChoice::Auto => "auto",
-        BackendChoice::Cuda => "cuda",
-        BackendChoice::Hip => "hip",
-    }
 }
 
 pub fn run(a: &DetectArgs) -> Result<i32> {
@@ -83,7 +71,7 @@ pub fn run(a: &DetectArgs) -> Result<i32> {
                 schema: dump::SCHEMA.into(),
                 gpuprobe_version: env!("CARGO_PKG_VERSION").into(),
                 options: dump::Options {
-                    backend: backend_word(opts.backend).into(),
+                    backend: opts.backend,
                     smoke: opts.smoke,
                     timeout_s: opts.timeout.as_secs_f64(),
                     cycles: opts.cycles,

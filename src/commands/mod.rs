@@ -43,7 +43,20 @@ pub fn run(cli: Cli) -> Result<i32> {
             write_stdout(&text)?;
             Ok(0)
         }
-        Command::Child(a) => Ok(crate::probe::child::run(&a)),
+        Command::Child(a) => Ok(crate::probe::child::run(
+            a.backend.backend(),
+            &crate::probe::child::Options {
+                list: a.list,
+                device: a.device,
+                peers: a.peers,
+                cycles: a.cycles,
+                smoke: !a.no_smoke,
+                plan: a
+                    .plan
+                    .as_ref()
+                    .and_then(|p| Some((*p.first()?, *p.get(1)?))),
+            },
+        )),
     }
 }
 

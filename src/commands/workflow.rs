@@ -96,11 +96,7 @@ fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
     }
     let targets = k.targets.expand(&a.targets)?;
     let oses = parse_oses(&a.os)?;
-    let backend = match a.backend {
-        Some(BackendChoice::Hip) => Some(Backend::Hip),
-        Some(BackendChoice::Cuda) => Some(Backend::Cuda),
-        Some(BackendChoice::Auto) | None => None,
-    };
+    let backend = a.backend.and_then(BackendChoice::backend);
     let rocm = a
         .rocm
         .as_deref()
@@ -284,14 +280,8 @@ fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
         )?);
     }
 
-    let backend_word = match plan_backend {
-        Backend::Hip => "hip",
-        Backend::Cuda => "cuda",
-    };
-    let toolkit = match plan_backend {
-        Backend::Hip => "ROCm",
-        Backend::Cuda => "CUDA",
-    };
+    let backend_word = plan_backend.as_str();
+    let toolkit = plan_backend.toolkit();
     let mut command = format!(
         "gpuprobe workflow --targets {} --os {}",
         items.join(","),
@@ -301,12 +291,13 @@ fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
             .join(",")
     );
     if let Some(b) = backend {
-        command.push_str(&format!(
-            " --backend {}",
-            if b == Backend::Hip { "hip" } else { "cuda" }
-        ));
+        command.push_str(&format!(" --backend {}", b.as_str()));
     }
-    command.push_str(&format!(" --{} {}", toolkit.to_lowercase(), version.text));
+    command.push_str(&format!(
+        " --{} {}",
+        plan_backend.toolkit_option(),
+        version.text
+    ));
     command.push_str(&format!(" --llama-ref {llama_ref}"));
     for p in &a.from {
         command.push_str(&format!(" --from {}", shown_path(p)?));
@@ -528,10 +519,7 @@ fn job(
             )],
         ),
     };
-    let toolkit_word = match plan.backend {
-        Backend::Hip => "rocm",
-        Backend::Cuda => "cuda",
-    };
+    let toolkit_word = plan.backend.toolkit_option();
     let mut entries = Vec::new();
     for g in &plan.groups {
         for f in &g.flags {

@@ -418,14 +418,8 @@ fn toolkit_checks(h: &HostView, report: &Report, out: &mut Vec<HostCheck>) {
 fn visibility_checks(report: &Report, out: &mut Vec<HostCheck>) {
     for v in &report.visibility {
         let vars = v.variables.join(" ");
-        let gpu_word = match v.backend {
-            Backend::Hip => "AMD GPU",
-            Backend::Cuda => "NVIDIA GPU",
-        };
-        let prefix = match v.backend {
-            Backend::Hip => "ROCm",
-            Backend::Cuda => "CUDA",
-        };
+        let gpu_word = v.backend.vendor().gpu_word();
+        let prefix = v.backend.llama_name();
         let visible = v.devices.iter().filter(|d| d.visible.is_some()).count();
         if visible == 0 && !v.devices.is_empty() {
             let names: Vec<&str> = v

@@ -28,7 +28,7 @@ const MAX_DUMP: u64 = 256 << 20;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Options {
     /// `auto`, `cuda` or `hip`.
-    pub backend: String,
+    pub backend: crate::probe::BackendChoice,
     pub smoke: bool,
     pub timeout_s: f64,
     pub cycles: u32,

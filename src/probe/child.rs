@@ -1,24 +1,12 @@
 //! `gpuprobe __child BACKEND ...`: the isolated probe process. Only CUDA runs in-process here;
 //! HIP uses the probe program built with the machine's hipcc (see `hip`).
 
-use crate::cli::{BackendChoice, ChildArgs};
+pub use super::cuda::child::Options;
+use crate::report::Backend;
 
-pub fn run(a: &ChildArgs) -> i32 {
-    match a.backend {
-        BackendChoice::Cuda => {
-            let code = super::cuda::child::run(&super::cuda::child::Options {
-                list: a.list,
-                device: a.device,
-                peers: a.peers,
-                cycles: a.cycles,
-                smoke: !a.no_smoke,
-                plan: a
-                    .plan
-                    .as_ref()
-                    .and_then(|p| Some((*p.first()?, *p.get(1)?))),
-            });
-            leave(code)
-        }
+pub fn run(backend: Option<Backend>, opts: &Options) -> i32 {
+    match backend {
+        Some(Backend::Cuda) => leave(super::cuda::child::run(opts)),
         _ => {
             eprintln!("gpuprobe __child: only `cuda` runs in-process; HIP uses the probe program");
             2

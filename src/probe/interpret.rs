@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::orchestrator::{Exit, Outcome, signal_name};
-use crate::report::{ApiError, Backend, Device, Smoke, SmokeGrowth, SmokeOutcome, Vendor};
+use crate::report::{ApiError, Backend, Device, Smoke, SmokeGrowth, SmokeOutcome};
 
 pub fn api_error(v: &Value) -> Option<ApiError> {
     if v.is_null() || !v.is_object() {
@@ -28,10 +28,7 @@ pub fn device_from_event(e: &Value, backend: Backend, source: &str) -> Option<De
     Some(Device {
         index,
         backend,
-        vendor: match backend {
-            Backend::Cuda => Vendor::Nvidia,
-            Backend::Hip => Vendor::Amd,
-        },
+        vendor: backend.vendor(),
         name,
         arch,
         arch_features: e["arch_features"]

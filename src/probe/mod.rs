@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::cli::BackendChoice;
 use crate::host::{HostView, checks, visible};
 use crate::report::{
     Backend, BackendRun, BackendStatus, Device, HiddenDevice, Host, PeerResult, PeerRun, PeerVmm,
@@ -30,6 +29,35 @@ use crate::report::{
 };
 use interpret::{device_from_event, smoke_from};
 use orchestrator::{Exit, Outcome};
+
+/// Which backends `detect` probes: both (`auto`), or one.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendChoice {
+    Auto,
+    Cuda,
+    Hip,
+}
+
+impl BackendChoice {
+    /// The one backend chosen; None for `auto`.
+    pub fn backend(self) -> Option<Backend> {
+        match self {
+            BackendChoice::Auto => None,
+            BackendChoice::Cuda => Some(Backend::Cuda),
+            BackendChoice::Hip => Some(Backend::Hip),
+        }
+    }
+    /// Whether `b` is probed.
+    pub fn includes(self, b: Backend) -> bool {
+        self.backend().is_none_or(|c| c == b)
+    }
+    pub fn as_str(self) -> &'static str {
+        self.backend().map_or("auto", Backend::as_str)
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct ProbeOptions {
@@ -71,8 +99,8 @@ pub fn detect(opts: &ProbeOptions) -> Report {
     let mut report = Report::new(host_of(h));
     report.probe_run = Some(ProbeRun::default());
     report.environment = env::notices_of(h);
-    let cuda = matches!(opts.backend, BackendChoice::Auto | BackendChoice::Cuda);
-    let amd = matches!(opts.backend, BackendChoice::Auto | BackendChoice::Hip);
+    let cuda = opts.backend.includes(Backend::Cuda);
+    let amd = opts.backend.includes(Backend::Hip);
     if cuda {
         probe_cuda(opts, &mut report, t0);
     }

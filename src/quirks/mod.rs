@@ -234,11 +234,7 @@ pub struct FixedIn {
 impl FixedIn {
     /// `ROCm 7.14`, `llama.cpp build 8863`: each fixed version named, for people.
     pub fn describe(&self, vendor: Option<Vendor>) -> String {
-        let kit = match vendor {
-            Some(Vendor::Amd) => "ROCm",
-            Some(Vendor::Nvidia) => "CUDA",
-            None => "runtime",
-        };
+        let kit = vendor.map_or("runtime", Vendor::toolkit);
         let mut parts = Vec::new();
         if let Some(v) = &self.runtime {
             parts.push(format!("{kit} {v}"));

@@ -87,6 +87,11 @@ pub struct ProbeArgs {
     /// Smoke-test cycles per device (fresh reservation and handles each cycle).
     #[arg(long, default_value_t = 200, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100000))]
     pub cycles: u32,
+    /// Probe each CUDA device in a process of its own (the slower design, kept for comparison and
+    /// for drivers that misbehave with several devices in one process); HIP always does. Also
+    /// GPUPROBE_ISOLATE=1.
+    #[arg(long)]
+    pub isolate: bool,
 }
 
 #[derive(Debug, Args)]
@@ -222,6 +227,10 @@ pub struct ChildArgs {
     pub list: bool,
     #[arg(long)]
     pub device: Option<u32>,
+    /// Probe every device in this one process, each from its own thread (with --peers: and each
+    /// pair once both of its devices are done).
+    #[arg(long, conflicts_with_all = ["device", "list"])]
+    pub all: bool,
     /// Check every pair of devices (peer access, VMM pool read from the peer, peer copy).
     #[arg(long)]
     pub peers: bool,

@@ -162,16 +162,37 @@ pub struct BackendRun {
     pub wall_ms: Option<f64>,
     /// With status `hang`: the last stage the backend's probe announced before it was killed.
     pub last_stage: Option<String>,
-    /// The peer child (two or more devices), started with the device children.
+    /// The peer checks: with `isolated`, the peer child (two or more devices), started with the
+    /// device children; with `shared`, the checks inside the shared child.
     pub peer: Option<PeerRun>,
+    /// `shared`: one child for every device, each from its own thread (CUDA's default);
+    /// `isolated`: one child per device (HIP, and CUDA with `--isolate`).
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// The shared child ended before every device had finished (not at the deadline): how, and
+    /// which devices were then probed again each in a child of its own.
+    #[serde(default)]
+    pub shared_crash: Option<SharedCrash>,
 }
 
-/// The peer child: one process for every pair, started with the device children.
+/// A shared child that ended early: what every device finished before stays; the rest is probed
+/// again, one child per device, so that one faulty GPU costs no other its result.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct SharedCrash {
+    /// How it ended (`died with SIGSEGV (11)`, `exited with code 0 before its report was complete`).
+    pub how: String,
+    /// The devices that had not finished, re-run isolated.
+    pub rerun_isolated: Vec<u32>,
+}
+
+/// The peer checks: one process for every pair started with the device children (`isolated`), or
+/// inside the shared child, each pair once both of its devices are done (`shared`: `start_ms` is
+/// when the first pair began, `wall_ms` until the last ended, and no context is created).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct PeerRun {
     pub start_ms: Option<f64>,
     pub wall_ms: Option<f64>,
-    /// Its own numbers: creating a context on every device, and all the checks.
+    /// Its own numbers: creating a context on every device (`isolated` only), and all the checks.
     pub contexts_ms: Option<f64>,
     pub elapsed_ms: Option<f64>,
     pub pairs: Vec<PeerVmm>,
@@ -224,7 +245,8 @@ pub struct StageTimings {
     /// Device attributes, granularity, memory.
     pub queries_ms: Option<f64>,
     pub smoke_ms: Option<f64>,
-    /// The child from start to exit, as the parent saw it (includes process start and teardown).
+    /// The child from start to exit, as the parent saw it (includes process start and teardown);
+    /// in the shared child, from its start to this device's own `done`, as the child timed it.
     pub wall_ms: Option<f64>,
 }
 

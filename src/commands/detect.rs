@@ -33,6 +33,8 @@ fn probe_options_with(p: &ProbeArgs, record: bool) -> Result<ProbeOptions> {
         smoke: !p.no_smoke,
         timeout: Duration::from_secs_f64(p.timeout),
         cycles: p.cycles,
+        isolate: p.isolate
+            || std::env::var("GPUPROBE_ISOLATE").is_ok_and(|v| v == "1" || v == "true"),
         host: Arc::new(HostView::live()),
     };
     let replay = std::env::var_os(crate::host::REPLAY_ENV).filter(|v| !v.is_empty());
@@ -316,8 +318,13 @@ pub fn timings(r: &Report) -> String {
     let mut o = format!("\ntimings (ms): total {}\n", ms(run.wall_ms));
     for b in &run.backends {
         let name = b.backend.map_or("?", |b| b.name());
+        let mode = match b.mode.as_deref() {
+            Some("shared") => "one shared child, a thread per device",
+            Some("isolated") => "one child per device",
+            _ => "children",
+        };
         o.push_str(&format!(
-            "  {name}: counted {} devices from {}; children done after {}",
+            "  {name}: {mode}; counted {} devices from {}; children done after {}",
             b.counted,
             b.count_source,
             ms(b.wall_ms)
@@ -326,6 +333,13 @@ pub fn timings(r: &Report) -> String {
             o.push_str(&format!("; killed during {s}"));
         }
         o.push('\n');
+        if let Some(c) = &b.shared_crash {
+            o.push_str(&format!(
+                "  the shared child {}; re-run isolated: {:?}\n",
+                printable(&c.how),
+                c.rerun_isolated
+            ));
+        }
         let devs: Vec<_> = r
             .devices
             .iter()
@@ -351,8 +365,13 @@ pub fn timings(r: &Report) -> String {
             ));
         }
         if let Some(p) = &b.peer {
+            let what = if b.mode.as_deref() == Some("shared") {
+                "peer checks (shared child, contexts reused)"
+            } else {
+                "peer child"
+            };
             o.push_str(&format!(
-                "  peer child: start {}, contexts {}, all checks {}, wall {}\n",
+                "  {what}: start {}, contexts {}, all checks {}, wall {}\n",
                 ms(p.start_ms),
                 ms(p.contexts_ms),
                 ms(p.elapsed_ms),

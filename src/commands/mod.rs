@@ -48,6 +48,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             &crate::probe::child::Options {
                 list: a.list,
                 device: a.device,
+                all: a.all,
                 peers: a.peers,
                 cycles: a.cycles,
                 smoke: !a.no_smoke,

@@ -526,6 +526,11 @@ impl HostView {
         Some(o)
     }
 
+    /// In a replay, whether the dump holds the child `key`; None when live.
+    pub fn replay_has_child(&self, key: &str) -> Option<bool> {
+        self.replayed().map(|i| i.children.contains_key(key))
+    }
+
     pub fn record_child(&self, key: &str, o: &Outcome) {
         self.record(|i| {
             i.children.insert(key.to_string(), Child::from_outcome(o));

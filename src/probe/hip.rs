@@ -443,7 +443,9 @@ impl Run<'_> {
         }
         report.devices.extend(entries.into_iter().map(|(_, d)| d));
         if let Some((_, out)) = &run.peer {
-            report.peers.extend(peer_results(out, runnable, self.opts));
+            report
+                .peers
+                .extend(peer_results(out, runnable, self.opts, None));
         }
         record_run(report, brun);
     }

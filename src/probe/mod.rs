@@ -1,5 +1,6 @@
-//! Measuring this machine's GPUs. Every device is probed in its own child process
-//! (`orchestrator`), in parallel, with a timeout; the parent never loads a GPU driver itself.
+//! Measuring this machine's GPUs, in child processes (`orchestrator`) with a timeout; the parent
+//! never loads a GPU driver itself. CUDA probes every device in one shared child, one thread per
+//! device (`shared_child`); HIP, and CUDA with `--isolate`, start one child per device, all at once.
 
 pub mod child;
 pub mod count;
@@ -11,6 +12,7 @@ pub mod hip_build;
 pub mod interpret;
 pub mod orchestrator;
 pub mod recorded;
+pub mod shared_child;
 pub mod smoke_pattern;
 pub mod smoke_plan;
 pub mod sysfs;
@@ -65,6 +67,8 @@ pub struct ProbeOptions {
     pub smoke: bool,
     pub timeout: Duration,
     pub cycles: u32,
+    /// One CUDA child per device instead of the shared child (`--isolate`, GPUPROBE_ISOLATE=1).
+    pub isolate: bool,
     /// Where facts come from: this machine (under `GPUPROBE_SYSFS_ROOT`), or a replayed dump.
     pub host: Arc<HostView>,
 }
@@ -165,6 +169,13 @@ pub(crate) struct Children {
     pub(crate) count: count::Count,
     /// From the start of `detect` until every child of this backend had exited.
     pub(crate) wall: Duration,
+    /// `shared` or `isolated` (BackendRun::mode).
+    pub(crate) mode: &'static str,
+    /// The shared child ended early and devices were re-run isolated.
+    pub(crate) shared: Option<crate::report::SharedCrash>,
+    /// The verdict of a pair the peer checks never reported, where it is not the peer child's
+    /// own failure (the shared child's pairs).
+    pub(crate) missing_pair: Option<Smoke>,
 }
 
 /// Starts a child for every counted device, and the peer child, all at once (issue #13); the
@@ -265,6 +276,9 @@ pub(crate) fn run_children(
         count,
         // Every child has exited (or been killed) by now.
         wall: t0.elapsed(),
+        mode: "isolated",
+        shared: None,
+        missing_pair: None,
     }
 }
 
@@ -297,6 +311,8 @@ impl Children {
             counted: self.count.devices,
             wall_ms: Some(ms(self.wall)),
             last_stage: None,
+            mode: Some(self.mode.into()),
+            shared_crash: self.shared.clone(),
             peer: self.peer.as_ref().map(|(start, out)| {
                 let done = out.event("peers_done");
                 PeerRun {
@@ -370,7 +386,11 @@ fn probe_cuda(opts: &ProbeOptions, report: &mut Report, t0: Instant) {
         proc_visible.len(),
         h.env("CUDA_VISIBLE_DEVICES").as_deref(),
     );
-    let run = run_children(&cuda_command, opts, "cuda", None, counted, t0);
+    let run = if shared_child::wanted(opts) {
+        shared_child::run(&cuda_command, opts, counted, t0)
+    } else {
+        run_children(&cuda_command, opts, "cuda", None, counted, t0)
+    };
     let mut brun = run.backend_run(Backend::Cuda);
     let mut status = BackendStatus {
         backend: Backend::Cuda,
@@ -438,9 +458,14 @@ fn probe_cuda(opts: &ProbeOptions, report: &mut Report, t0: Instant) {
                 report.devices.push(d);
             }
             measured = true;
+            if let Some(c) = &run.shared {
+                status.detail = Some(shared_child::crash_note(c));
+            }
             if let Some((_, out)) = &run.peer {
                 let all: Vec<u32> = (0..count as u32).collect();
-                report.peers.extend(peer_results(out, &all, opts));
+                report
+                    .peers
+                    .extend(peer_results(out, &all, opts, run.missing_pair.as_ref()));
             }
         }
     } else {
@@ -513,34 +538,45 @@ fn probe_cuda(opts: &ProbeOptions, report: &mut Report, t0: Instant) {
     record_run(report, brun);
 }
 
-/// The peer child's results for the pairs of `indices` (the devices measured), or its failure
-/// for every such pair.
-pub(crate) fn peer_results(out: &Outcome, indices: &[u32], opts: &ProbeOptions) -> Vec<PeerResult> {
+/// The peer checks' results for the pairs of `indices` (the devices measured), in pair order:
+/// each pair that was reported, even if the child stopped later; for the others, the child's
+/// failure (or `missing`, where given).
+pub(crate) fn peer_results(
+    out: &Outcome,
+    indices: &[u32],
+    opts: &ProbeOptions,
+    missing: Option<&Smoke>,
+) -> Vec<PeerResult> {
     let pairs: Vec<(u32, u32)> = indices
         .iter()
         .enumerate()
         .flat_map(|(n, a)| indices[n + 1..].iter().map(move |b| (*a, *b)))
         .collect();
-    if out.complete() {
-        return out
-            .events_of("peer")
-            .filter_map(|p| {
-                let (a, b) = (p["from"].as_u64()? as u32, p["to"].as_u64()? as u32);
-                pairs.contains(&(a, b)).then(|| peer_result(a, b, p))
-            })
-            .collect();
-    }
-    let smoke = smoke_from(out, opts.timeout, true);
+    let reported = |a: u32, b: u32| {
+        out.events_of("peer").find(|p| {
+            p["from"].as_u64() == Some(u64::from(a)) && p["to"].as_u64() == Some(u64::from(b))
+        })
+    };
+    let complete = out.complete();
+    let failed = match missing {
+        Some(s) => s.clone(),
+        None => smoke_from(out, opts.timeout, true),
+    };
     pairs
         .into_iter()
-        .map(|(a, b)| PeerResult {
-            from: a,
-            to: b,
-            can_access: None,
-            copy_ok: None,
-            mismatches: None,
-            outcome: smoke.outcome,
-            reason: smoke.reason.clone(),
+        .filter_map(|(a, b)| match reported(a, b) {
+            Some(p) => Some(peer_result(a, b, p)),
+            // A complete child that skipped a pair said nothing about it.
+            None if complete => None,
+            None => Some(PeerResult {
+                from: a,
+                to: b,
+                can_access: None,
+                copy_ok: None,
+                mismatches: None,
+                outcome: failed.outcome,
+                reason: failed.reason.clone(),
+            }),
         })
         .collect()
 }

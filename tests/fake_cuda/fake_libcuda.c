@@ -41,6 +41,14 @@
  *   garbage              cuInit writes "NVRM: oops" to stdout, then everything works.
  *   garbage_exit         cuInit writes "NVRM: oops" to stdout and exits 0 at once.
  *   partial              the second cuMemMap of the process exits 0 (a report cut short).
+ *   crash_map            cuMemMap of memory on device FAKE_CUDA_CRASH_DEVICE (default 0)
+ *                        dereferences a bad pointer (SIGSEGV): one faulty GPU, in whatever
+ *                        process probes it.
+ *
+ * Threads: gpuprobe's shared CUDA child probes every device from its own thread. As in CUDA, the
+ * current context belongs to the thread, sticky errors belong to the context, and free memory
+ * (cuMemGetInfo) to the device; a call that hangs lets go of the fake's lock first, as a thread
+ * waiting on one GPU does not stop the others.
  *
  *   FAKE_CUDA_DEVICES=N       N devices (default 1, at most 8).
  *   FAKE_CUDA_FREE_MIB=N      free VRAM before anything is allocated (default 79 GiB); what the
@@ -144,8 +152,8 @@ enum {
 #define FREE_MEM (79 * GIB) /* unless FAKE_CUDA_FREE_MIB says otherwise */
 #define MAX_DEVICES 8
 #define MAX_RESERVATIONS 64
-#define MAX_REGIONS 256
-#define MAX_ALLOCS 256
+#define MAX_REGIONS 1024
+#define MAX_ALLOCS 1024
 
 /* ---- scenario ---------------------------------------------------------------------------- */
 
@@ -180,6 +188,9 @@ struct fake_module {
 struct fake_ctx {
     int device;
     int refs;
+    /* A fault inside an emulated kernel: reported by the next synchronising call in this context,
+     * and every call after it (CUDA's sticky errors). */
+    CUresult sticky;
     int peers[MAX_DEVICES];
     struct fake_module module;
 };
@@ -205,11 +216,9 @@ static void unlock_big(int *unused) {
 static struct fake_function fn_write = {1};
 static struct fake_function fn_verify = {2};
 static struct fake_function fn_busy = {3};
-/* A fault inside an emulated kernel: reported by the next synchronising call, and every call
- * after it (CUDA's sticky errors). */
-static CUresult sticky;
-/* Bytes allocated (cuMemCreate, cuMemAlloc): cuMemGetInfo takes them off the free memory. */
-static unsigned long long allocated_bytes;
+/* Bytes allocated per device (cuMemCreate, cuMemAlloc): cuMemGetInfo takes them off the free
+ * memory of the current context's device. */
+static unsigned long long allocated_bytes[MAX_DEVICES];
 
 struct reservation {
     CUdeviceptr base;
@@ -263,8 +272,8 @@ static void sleep_ns(unsigned long long ns) {
 
 static CUresult need_ctx(void) {
     if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
-    if (sticky) return sticky;
     if (!current) return CUDA_ERROR_INVALID_CONTEXT;
+    if (current->sticky) return current->sticky;
     return CUDA_SUCCESS;
 }
 
@@ -332,7 +341,7 @@ static void drop_alloc(int idx) {
     struct allocation *a = &allocations[idx];
     if (--a->refs == 0) {
         put_cached(a->host, a->size);
-        allocated_bytes -= a->size;
+        allocated_bytes[a->device] -= a->size;
         memset(a, 0, sizeof *a);
     }
 }
@@ -434,6 +443,8 @@ EXPORT CUresult cuGetErrorString(CUresult error, const char **pStr) {
 /* Writes getpid() to $FAKE_CUDA_PIDFILE (atomically), then waits for a signal that never comes,
  * like a host thread waiting on a GPU that stopped answering. */
 static void hang_forever(void) {
+    /* Every entry point takes the lock once (none calls another), so this releases it. */
+    pthread_mutex_unlock(&big_lock);
     const char *pidfile = getenv("FAKE_CUDA_PIDFILE");
     if (pidfile && *pidfile) {
         char tmp[4096];
@@ -843,11 +854,11 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int
     if (!current->module.loaded) return CUDA_ERROR_INVALID_HANDLE;
     /* The launch itself succeeds; a fault inside the kernel surfaces at the next sync. */
     if (f == &fn_write) {
-        sticky = emulate_write(kernelParams);
+        current->sticky = emulate_write(kernelParams);
     } else if (f == &fn_verify) {
-        sticky = emulate_verify(kernelParams);
+        current->sticky = emulate_verify(kernelParams);
     } else if (f == &fn_busy) {
-        sticky = emulate_busy(kernelParams);
+        current->sticky = emulate_busy(kernelParams);
     } else {
         return CUDA_ERROR_INVALID_HANDLE;
     }
@@ -864,7 +875,8 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
     unsigned long long base = FREE_MEM;
     long mib = env_long("FAKE_CUDA_FREE_MIB", -1);
     if (mib >= 0) base = (unsigned long long)mib * MIB;
-    *free_bytes = base > allocated_bytes ? base - allocated_bytes : 0;
+    unsigned long long used = allocated_bytes[current->device];
+    *free_bytes = base > used ? base - used : 0;
     *total = TOTAL_MEM;
     return CUDA_SUCCESS;
 }
@@ -888,7 +900,7 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
     g->alloc = -1;
     g->access = ~0u; /* ordinary memory: reachable from every device (peer access aside) */
     g->owner = current->device;
-    allocated_bytes += bytesize;
+    allocated_bytes[current->device] += bytesize;
     next_linear += (bytesize + GRANULARITY - 1) / GRANULARITY * GRANULARITY + GRANULARITY;
     *dptr = g->va;
     return CUDA_SUCCESS;
@@ -899,7 +911,7 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
     struct region *g = find_region(dptr);
     if (!g || g->alloc != -1 || g->va != dptr) return CUDA_ERROR_INVALID_VALUE;
-    allocated_bytes -= g->size;
+    allocated_bytes[g->owner] -= g->size;
     free(g->host);
     drop_region(g);
     return CUDA_SUCCESS;
@@ -1045,7 +1057,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
             a->refs = 1;
             a->used = 1;
             a->device = prop->location.u.id;
-            allocated_bytes += size;
+            allocated_bytes[a->device] += size;
             *handle = (CUmemGenericAllocationHandle)(i + 1);
             return CUDA_SUCCESS;
         }
@@ -1085,6 +1097,8 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     for (int k = 0; k < MAX_REGIONS; k++)
         if (regions[k].used && ptr < regions[k].va + regions[k].size && regions[k].va < ptr + size) return CUDA_ERROR_INVALID_VALUE;
     if (is("partial") && ++maps_done == 2) _exit(0); /* the report stops mid-smoke */
+    if (is("crash_map") && allocations[i].device == env_long("FAKE_CUDA_CRASH_DEVICE", 0))
+        *(volatile int *)bad_address = 1;
     struct region *g = new_region();
     if (!g) return CUDA_ERROR_OUT_OF_MEMORY;
     g->va = ptr;

@@ -15,6 +15,9 @@ use crate::report::ApiError;
 pub struct Options {
     pub list: bool,
     pub device: Option<u32>,
+    /// Probe every device the driver shows, each from its own thread, in this one process (the
+    /// shared child, CUDA's default); with `peers`, each pair once both of its devices are done.
+    pub all: bool,
     /// Check every pair of devices (one child for all pairs, started with the device children).
     pub peers: bool,
     pub cycles: u32,
@@ -76,6 +79,8 @@ pub fn run(opts: &Options) -> i32 {
         for i in 0..count {
             out.emit(device_facts(&drv, i, None));
         }
+    } else if opts.all {
+        super::shared::run(&drv, count, opts, started);
     } else if let Some(i) = opts.device {
         // The parent may start a child for a device the driver does not show (it counts devices
         // without the driver); hello's device_count tells it to drop this one.
@@ -83,31 +88,10 @@ pub fn run(opts: &Options) -> i32 {
             out.emit(json!({"event":"done"}));
             return 0;
         }
-        // One primary-context reference for the whole run: releasing the last one destroys the
-        // context, and creating it again would cost as much as the smoke test itself.
-        let t = Instant::now();
-        let hold = Context::retain(&drv, i as i32);
-        let context_ms = ms(t);
-        let facts = device_facts(&drv, i as i32, Some((context_ms, hold.as_ref().err())));
-        let gran = facts["granularity_recommended"].as_u64();
-        let vmm = facts["vmm_supported"].as_bool();
-        out.emit(facts);
-        if opts.smoke {
-            let smoke = match (vmm, gran) {
-                (Some(true), Some(g)) if g > 0 => {
-                    smoke::run(&drv, &mut out, i as i32, g, opts.cycles)
-                }
-                (Some(false), _) => not_applicable(
-                    "the device reports no VMM support: llama.cpp uses the legacy pool on it",
-                ),
-                _ => not_applicable("VMM attribute or granularity could not be read"),
-            };
-            out.emit(smoke);
-        }
         // Not released: the child leaves right after `done`, and process exit tears the context
         // down anyway (destroying it first costs time, and can block after a GPU fault). The
         // probe program leaves the same way.
-        std::mem::forget(hold);
+        std::mem::forget(probe_device(&drv, &mut out, i as i32, opts));
     } else if opts.peers {
         super::peer::run(&drv, &mut out, count);
     }
@@ -115,7 +99,38 @@ pub fn run(opts: &Options) -> i32 {
     0
 }
 
-fn ms(since: Instant) -> f64 {
+/// One device's `device` event and (unless `--no-smoke`) its `smoke` event. Returns the primary
+/// context reference it holds for the whole run: releasing the last one destroys the context,
+/// and creating it again would cost as much as the smoke test itself.
+pub(super) fn probe_device<'a>(
+    drv: &'a Driver,
+    out: &mut Emitter,
+    i: i32,
+    opts: &Options,
+) -> Result<Context<'a>, ApiError> {
+    // Announced first: a device whose context never comes is reported as hanging there.
+    out.stage("context", 0, 0, 0);
+    let t = Instant::now();
+    let hold = Context::retain(drv, i);
+    let context_ms = ms(t);
+    let facts = device_facts(drv, i, Some((context_ms, hold.as_ref().err())));
+    let gran = facts["granularity_recommended"].as_u64();
+    let vmm = facts["vmm_supported"].as_bool();
+    out.emit(facts);
+    if opts.smoke {
+        let smoke = match (vmm, gran) {
+            (Some(true), Some(g)) if g > 0 => smoke::run(drv, out, i, g, opts.cycles),
+            (Some(false), _) => not_applicable(
+                "the device reports no VMM support: llama.cpp uses the legacy pool on it",
+            ),
+            _ => not_applicable("VMM attribute or granularity could not be read"),
+        };
+        out.emit(smoke);
+    }
+    hold
+}
+
+pub(super) fn ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1000.0
 }
 

@@ -5,6 +5,7 @@ pub mod child;
 mod driver;
 mod gpu;
 mod peer;
+mod shared;
 pub mod smoke;
 #[allow(unsafe_op_in_unsafe_fn)]
 #[rustfmt::skip]

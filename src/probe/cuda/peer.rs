@@ -1,15 +1,17 @@
-//! `__child cuda --peers`: every pair of devices in one child, started together with the device
-//! children so peer checks add no serial phase (issue #13).
+//! Peer checks of every pair of devices: in the shared child (`__child cuda --all --peers`) each
+//! pair as soon as both of its devices finished their smoke test, on the contexts they already
+//! have; with `--isolate`, in a peer child of their own (`__child cuda --peers`), started together
+//! with the device children so peer checks add no serial phase (issue #13).
 //!
-//! Per device, a small VMM pool grown like the smoke test's pool 0, with access set in one call
-//! for the device and every device that can access it (llama.cpp does this with GGML_CUDA_P2P or
-//! an NCCL/RCCL build), and each new chunk verified from every such peer by a kernel running on
-//! the peer. Per pair, an ordinary 64 MiB peer copy, verified (`GGML_CUDA_NO_PEER_COPY` decides on
-//! that).
+//! Per pair and direction, a small VMM pool grown on one device like the smoke test's pool 0, with
+//! access set in one call for the owner and the peer (llama.cpp does this with GGML_CUDA_P2P or an
+//! NCCL/RCCL build, for every device that can access the owner: on two GPUs the same call), and
+//! each new chunk verified by a kernel running on the peer. Then an ordinary 64 MiB peer copy,
+//! verified (`GGML_CUDA_NO_PEER_COPY` decides on that).
 
 use std::time::Instant;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::driver::cu;
 use super::gpu::{Context, DeviceBuffer, Kernels, Slots, Stream};
@@ -23,14 +25,14 @@ use crate::report::ApiError;
 const COPY_BYTES: usize = 64 << 20;
 
 /// One device's handles in this child.
-struct Dev<'a> {
+pub(super) struct Dev<'a> {
     ctx: Context<'a>,
     kernels: Kernels<'a>,
     stream: Stream<'a>,
     slots: Slots<'a>,
 }
 
-fn open(drv: &Driver, ordinal: i32) -> Result<Dev<'_>, ApiError> {
+pub(super) fn open(drv: &Driver, ordinal: i32) -> Result<Dev<'_>, ApiError> {
     let ctx = Context::retain(drv, ordinal)?;
     Ok(Dev {
         kernels: Kernels::load(drv)?,
@@ -56,7 +58,7 @@ impl PeerRead {
 
 /// A device's handles, moved between threads: driver handles belong to the process, not to the
 /// thread that made them (each use makes its context current first).
-struct Opened<'a>(Result<Dev<'a>, ApiError>);
+pub(super) struct Opened<'a>(pub(super) Result<Dev<'a>, ApiError>);
 // SAFETY: CUcontext, CUmodule, CUstream and device pointers are process-wide handles; every use
 // in this module makes the owning context current on the calling thread first.
 unsafe impl Send for Opened<'_> {}
@@ -73,64 +75,14 @@ pub fn run(drv: &Driver, out: &mut Emitter, count: i32) {
             .into_iter()
             .map(|h| match h.join() {
                 Ok(o) => o.0,
-                Err(_) => Err(ApiError {
-                    api: "gpuprobe".into(),
-                    code: -1,
-                    name: Some("THREAD_PANICKED".into()),
-                    message: None,
-                }),
+                Err(_) => Err(thread_panicked()),
             })
             .collect()
     });
     let contexts_ms = started.elapsed().as_secs_f64() * 1000.0;
-    // can[a][b]: device a can access device b's memory.
-    let mut can = vec![vec![None; n]; n];
-    for (a, row) in can.iter_mut().enumerate() {
-        for (b, cell) in row.iter_mut().enumerate() {
-            if a != b {
-                let mut v = 0i32;
-                *cell = cu!(drv, cuDeviceCanAccessPeer(&mut v, a as i32, b as i32))
-                    .ok()
-                    .map(|_| v != 0);
-            }
-        }
-    }
-    // reads[o][p]: device p reading device o's pool.
-    let mut reads: Vec<Vec<Option<PeerRead>>> = vec![vec![None; n]; n];
-    for (o, row) in reads.iter_mut().enumerate() {
-        let peers: Vec<usize> = (0..n).filter(|p| can[*p][o] == Some(true)).collect();
-        if peers.is_empty() {
-            continue;
-        }
-        let results = vmm_pool_read_by_peers(drv, &devs, o, &peers);
-        for (p, r) in peers.into_iter().zip(results) {
-            row[p] = Some(r);
-        }
-    }
     for a in 0..n {
         for b in (a + 1)..n {
-            let t = Instant::now();
-            let copy = match (&devs[a], &devs[b]) {
-                (Ok(da), Ok(db)) => peer_copy(drv, da, db, can[a][b] == Some(true)),
-                (Err(e), _) | (_, Err(e)) => Err(e.clone()),
-            };
-            let (copy_ok, mismatches, error) = match copy {
-                Ok(m) => (Some(m == 0), m, None),
-                Err(e) => (Some(false), 0, Some(api_error_json(&e))),
-            };
-            let both = [reads[a][b].as_ref(), reads[b][a].as_ref()];
-            let checked: Vec<&PeerRead> = both.into_iter().flatten().collect();
-            let bad = checked.iter().find(|r| !r.ok());
-            out.emit(json!({
-                "event": "peer", "from": a, "to": b,
-                "can_access": can[a][b], "reverse_can_access": can[b][a],
-                "copy_ok": copy_ok, "mismatches": mismatches, "error": error,
-                "vmm_ok": (!checked.is_empty()).then(|| bad.is_none()),
-                "vmm_mismatches": checked.iter().map(|r| r.mismatches).sum::<u64>(),
-                "vmm_stage": bad.and_then(|r| r.stage),
-                "vmm_error": bad.and_then(|r| r.error.as_ref()).map(api_error_json),
-                "copy_ms": t.elapsed().as_secs_f64() * 1000.0,
-            }));
+            out.emit(check_pair(drv, &devs, a, b));
         }
     }
     out.emit(json!({
@@ -141,8 +93,65 @@ pub fn run(drv: &Driver, out: &mut Emitter, count: i32) {
     std::mem::forget(devs);
 }
 
-/// Grows a pool on `owner` (the smoke plan's pool 0 ops), granting access to the owner and every
-/// peer in one cuMemSetAccess call as llama.cpp does, and verifies each new chunk from each peer.
+pub(super) fn thread_panicked() -> ApiError {
+    ApiError {
+        api: "gpuprobe".into(),
+        code: -1,
+        name: Some("THREAD_PANICKED".into()),
+        message: None,
+    }
+}
+
+/// The `peer` event of devices `a` < `b`: each device's VMM pool read by the other (where it can
+/// access it), and the ordinary peer copy from a to b. `devs` is indexed by device; the two are
+/// used from the calling thread only (each use makes its context current first).
+pub(super) fn check_pair(
+    drv: &Driver,
+    devs: &[Result<Dev<'_>, ApiError>],
+    a: usize,
+    b: usize,
+) -> Value {
+    let t = Instant::now();
+    let can = |x: usize, y: usize| {
+        let mut v = 0i32;
+        cu!(drv, cuDeviceCanAccessPeer(&mut v, x as i32, y as i32))
+            .ok()
+            .map(|_| v != 0)
+    };
+    let (ab, ba) = (can(a, b), can(b, a));
+    // b reading a's pool, and a reading b's.
+    let read = |owner: usize, peer: usize, allowed: Option<bool>| {
+        (allowed == Some(true)).then(|| {
+            vmm_pool_read_by_peers(drv, devs, owner, &[peer])
+                .pop()
+                .unwrap_or_default()
+        })
+    };
+    let reads = [read(a, b, ba), read(b, a, ab)];
+    let copy = match (&devs[a], &devs[b]) {
+        (Ok(da), Ok(db)) => peer_copy(drv, da, db, ab == Some(true)),
+        (Err(e), _) | (_, Err(e)) => Err(e.clone()),
+    };
+    let (copy_ok, mismatches, error) = match copy {
+        Ok(m) => (Some(m == 0), m, None),
+        Err(e) => (Some(false), 0, Some(api_error_json(&e))),
+    };
+    let checked: Vec<&PeerRead> = reads.iter().flatten().collect();
+    let bad = checked.iter().find(|r| !r.ok());
+    json!({
+        "event": "peer", "from": a, "to": b,
+        "can_access": ab, "reverse_can_access": ba,
+        "copy_ok": copy_ok, "mismatches": mismatches, "error": error,
+        "vmm_ok": (!checked.is_empty()).then(|| bad.is_none()),
+        "vmm_mismatches": checked.iter().map(|r| r.mismatches).sum::<u64>(),
+        "vmm_stage": bad.and_then(|r| r.stage),
+        "vmm_error": bad.and_then(|r| r.error.as_ref()).map(api_error_json),
+        "copy_ms": t.elapsed().as_secs_f64() * 1000.0,
+    })
+}
+
+/// Grows a pool on `owner` (the smoke plan's pool 0 ops), granting access to the owner and its
+/// peers in one cuMemSetAccess call as llama.cpp does, and verifies each new chunk from each peer.
 fn vmm_pool_read_by_peers(
     drv: &Driver,
     devs: &[Result<Dev<'_>, ApiError>],

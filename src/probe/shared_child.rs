@@ -1,0 +1,249 @@
+//! The parent's side of the shared CUDA child (`__child cuda --all`, issue #13): one process
+//! initialises the driver once and probes every device from its own thread. Its stream is split
+//! per device (every line carries `device`, every device ends with its own `done`), so what a
+//! device finished stays whatever happens to the process later. At the deadline, devices without
+//! their `done` are `hang` at their own last stage. If the process ends early otherwise (a crash,
+//! a report cut short), the devices that had not finished are probed again, each in a child of its
+//! own, so one faulty GPU cannot cost the others their results.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::orchestrator::{Exit, Outcome, signal_name};
+use super::{ChildCommand, Children, ProbeOptions, count, device_args, recorded};
+use crate::report::{SharedCrash, Smoke, SmokeOutcome};
+
+/// The shared child's name for recording and replay.
+pub(crate) const KEY: &str = "cuda shared";
+
+/// Whether `detect` uses the shared child: live unless `--isolate`; in a replay, when the dump
+/// holds one (dumps taken with `--isolate`, or before the shared child existed, hold none).
+pub(crate) fn wanted(opts: &ProbeOptions) -> bool {
+    match opts.host.replay_has_child(KEY) {
+        Some(has) => has,
+        None => !opts.isolate,
+    }
+}
+
+/// The final `done` of the whole stream (per-device ones carry `device`).
+fn complete(out: &Outcome) -> bool {
+    out.events
+        .iter()
+        .any(|e| e["event"] == "done" && e.get("device").is_none())
+}
+
+fn of_device(e: &Value, i: u32) -> bool {
+    e["device"].as_u64() == Some(u64::from(i))
+}
+
+/// Device `i`'s part of the stream, as if a child of its own had printed it: the shared `hello`,
+/// then its own lines. Finished (its `done` came) whatever the process did afterwards; otherwise
+/// it ended as the process did.
+fn split(out: &Outcome, i: u32) -> Outcome {
+    let events: Vec<Value> = out
+        .events
+        .iter()
+        .filter(|e| (e["event"] == "hello" && e.get("device").is_none()) || of_device(e, i))
+        .cloned()
+        .collect();
+    let done = events.iter().find(|e| e["event"] == "done");
+    let elapsed = done
+        .and_then(|d| d["elapsed_ms"].as_f64())
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .map_or(out.elapsed, |v| Duration::from_secs_f64(v / 1000.0));
+    Outcome {
+        exit: if done.is_some() {
+            Exit::Code(0)
+        } else {
+            out.exit.clone()
+        },
+        garbage: out.garbage.clone(),
+        stderr_tail: if done.is_some() {
+            Vec::new()
+        } else {
+            out.stderr_tail.clone()
+        },
+        events,
+        elapsed,
+    }
+}
+
+/// How the process ended, in words.
+fn how(exit: &Exit) -> String {
+    match exit {
+        Exit::Signal(s) => format!("died with {} ({s})", signal_name(*s)),
+        Exit::Code(c) => format!("exited with code {c} before its report was complete"),
+        Exit::TimedOut => "was killed at the deadline".into(),
+        Exit::SpawnFailed(w) => format!("could not be started: {w}"),
+    }
+}
+
+/// The peer checks' part of the stream (the `peer` lines and `peers_done`), as the peer child's
+/// outcome; complete when `peers_done` came. Its start is when the first pair began.
+fn peer_part(out: &Outcome, start: Duration) -> (Duration, Outcome) {
+    let mut events: Vec<Value> = out
+        .events
+        .iter()
+        .filter(|e| e["event"] == "peer" || e["event"] == "peers_done")
+        .cloned()
+        .collect();
+    let done = events.iter().find(|e| e["event"] == "peers_done").cloned();
+    let f = |k: &str| {
+        done.as_ref()
+            .and_then(|d| d[k].as_f64())
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .map(|v| Duration::from_secs_f64(v / 1000.0))
+    };
+    let exit = if done.is_some() {
+        events.push(json!({"event":"done"}));
+        Exit::Code(0)
+    } else {
+        out.exit.clone()
+    };
+    let o = Outcome {
+        events,
+        garbage: Vec::new(),
+        stderr_tail: Vec::new(),
+        exit,
+        elapsed: f("elapsed_ms").unwrap_or(out.elapsed),
+    };
+    (start + f("first_pair_ms").unwrap_or_default(), o)
+}
+
+/// What a pair the shared child never reported gets.
+pub(crate) fn missing_pair(out: &Outcome, timeout: Duration) -> Smoke {
+    let (outcome, why) = match &out.exit {
+        Exit::TimedOut => (
+            SmokeOutcome::Hang,
+            format!(
+                "not checked: the shared probe was killed at the deadline ({} s) before this pair's turn (a pair is checked once both of its devices are done; see their results)",
+                timeout.as_secs_f64()
+            ),
+        ),
+        Exit::Signal(_) => (
+            SmokeOutcome::Crash,
+            format!(
+                "not checked: the shared probe {} before this pair's turn (pairs are not re-run)",
+                how(&out.exit)
+            ),
+        ),
+        e => (
+            SmokeOutcome::BadOutput,
+            format!(
+                "not checked: the shared probe {} before this pair's turn (pairs are not re-run)",
+                how(e)
+            ),
+        ),
+    };
+    Smoke::with_outcome(outcome, why)
+}
+
+/// Runs the shared child (and, after an early end, the isolated re-runs).
+pub(crate) fn run(
+    make: ChildCommand<'_>,
+    opts: &ProbeOptions,
+    counted: count::Count,
+    t0: Instant,
+) -> Children {
+    let h = &*opts.host;
+    let at = t0.elapsed();
+    let out = recorded::start(
+        h,
+        KEY,
+        || {
+            let mut c = make();
+            c.arg("--all").arg("--cycles").arg(opts.cycles.to_string());
+            if opts.smoke {
+                c.arg("--peers");
+            } else {
+                c.arg("--no-smoke");
+            }
+            c
+        },
+        opts.timeout,
+    )
+    .finish(h);
+    let hello = out
+        .events
+        .iter()
+        .find(|e| e["event"] == "hello" && e.get("device").is_none())
+        .cloned();
+    let n = hello
+        .as_ref()
+        .filter(|hl| super::interpret::api_error(&hl["error"]).is_none())
+        .and_then(|hl| hl["device_count"].as_u64())
+        .map_or(0, |n| n as u32);
+    let mut children = Children {
+        hello: hello.clone(),
+        // Without hello, the shared outcome stands for the backend (what no_hello_status reads).
+        devices: if hello.is_none() {
+            vec![(0, out.clone())]
+        } else {
+            (0..n).map(|i| (i, split(&out, i))).collect()
+        },
+        starts: (0..n.max(1)).map(|i| (i, at)).collect(),
+        peer: (opts.smoke && n >= 2).then(|| peer_part(&out, at)),
+        count: counted,
+        wall: Duration::ZERO,
+        mode: "shared",
+        shared: None,
+        missing_pair: Some(missing_pair(&out, opts.timeout)),
+    };
+    let ended_early = hello.is_some() && !complete(&out) && out.exit != Exit::TimedOut;
+    if ended_early {
+        let unfinished: Vec<u32> = children
+            .devices
+            .iter()
+            .filter(|(_, o)| !o.complete())
+            .map(|(i, _)| *i)
+            .collect();
+        // All at once, as isolated children, under the same keys as `--isolate` uses.
+        let started: Vec<_> = unfinished
+            .iter()
+            .map(|&i| {
+                let at = t0.elapsed();
+                let s = recorded::start(
+                    h,
+                    &format!("cuda device {i}"),
+                    || {
+                        let mut c = make();
+                        device_args(&mut c, i, opts);
+                        c
+                    },
+                    opts.timeout,
+                );
+                (i, at, s)
+            })
+            .collect();
+        for (i, at, s) in started {
+            let o = s.finish(h);
+            if let Some(slot) = children.devices.iter_mut().find(|(d, _)| *d == i) {
+                slot.1 = o;
+            }
+            if let Some(slot) = children.starts.iter_mut().find(|(d, _)| *d == i) {
+                slot.1 = at;
+            }
+        }
+        children.shared = Some(SharedCrash {
+            how: how(&out.exit),
+            rerun_isolated: unfinished,
+        });
+    }
+    children.wall = t0.elapsed();
+    children
+}
+
+/// The note on the backend's status after an early end.
+pub(crate) fn crash_note(c: &SharedCrash) -> String {
+    let list = c
+        .rerun_isolated
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "the shared CUDA probe {}; device(s) {list} had not finished and were probed again, each in a process of its own",
+        c.how
+    )
+}

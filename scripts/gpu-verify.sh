@@ -1,24 +1,27 @@
 #!/bin/sh
 # The CUDA-path verification on a real NVIDIA machine (1 or 2 GPUs), in one call: builds the bare
-# probe program with nvcc, runs detect on one GPU and on all, compares the Rust CUDA backend with
-# the probe program, checks that both grow pools by the same schedule, plants faults in the probe
-# program to see the smoke test catch them on real hardware, checks the hang and no-driver paths,
-# runs the benchmark, and prints a compact table last. About 3-5 minutes.
+# probe program with nvcc, runs detect on one GPU and on all (the shared child, and --isolate:
+# one child per device), compares the Rust CUDA backend with the probe program, checks that both
+# grow pools by the same schedule, plants faults in the probe program to see the smoke test catch
+# them on real hardware, checks the hang and no-driver paths, runs the benchmark, and prints a
+# compact table, then the benchmark's, last. About 2 minutes with 5 rounds on two GPUs (each step
+# is stamped with the seconds since the start).
 #
 # Usage: scripts/gpu-verify.sh GPUPROBE [OUT] [ROUNDS]
 #   GPUPROBE  a gpuprobe binary (e.g. target/release/gpuprobe; no Rust needed here)
-#   OUT       where every output goes (default ./gpu-verify-out);  ROUNDS  benchmark rounds (default 7)
+#   OUT       where every output goes (default ./gpu-verify-out);  ROUNDS  benchmark rounds (default 5)
 # Needs: the NVIDIA driver, nvcc (PATH, $NVCC, or /usr/local/cuda*/bin), python3; root for the
 # hidden-libcuda step (skipped otherwise).
 set -u
 gp=$1
 out=${2:-gpu-verify-out}
-rounds=${3:-7}
+rounds=${3:-5}
 here=$(cd "$(dirname "$0")/.." && pwd)
 case "$gp" in /*) ;; *) gp=$(pwd)/$gp ;; esac
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-log() { echo "== $*"; }
+t0=$(date +%s)
+log() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
 
 # nvcc: $NVCC, PATH, or the usual install places (newest first).
 nvcc=${NVCC:-}
@@ -53,6 +56,7 @@ f2=$!
 log "detect: one GPU, then all $ngpu"
 CUDA_VISIBLE_DEVICES=0 "$gp" detect --backend cuda --json >"$out/detect-1gpu.json"; echo "detect 1 GPU rc=$?"
 "$gp" detect --backend cuda --json >"$out/detect.json"; echo "detect rc=$?"
+"$gp" detect --backend cuda --isolate --json >"$out/detect-iso.json"; echo "detect --isolate rc=$?"
 "$gp" detect --backend cuda --verbose | tee "$out/detect.txt"
 "$gp" cmake-flags --from "$out/detect.json" --format json >"$out/plan.json" 2>"$out/plan-explain.txt"; echo "plan rc=$?"
 
@@ -111,8 +115,8 @@ rows = []
 def row(check, value, verdict=""):
     rows.append((check, str(value), verdict))
 
-one, all_ = load("detect-1gpu.json"), load("detect.json")
-for label, rep in (("1 GPU", one), ("all GPUs", all_)):
+one, all_, iso = load("detect-1gpu.json"), load("detect.json"), load("detect-iso.json")
+for label, rep in (("1 GPU", one), ("all GPUs", all_), ("all, --isolate", iso)):
     if not rep:
         row(f"detect {label}", "no report", "FAIL")
         continue
@@ -135,8 +139,35 @@ for label, rep in (("1 GPU", one), ("all GPUs", all_)):
         extra = ""
         if pr:
             reads = ", ".join(str(v.get("read_ok")) for v in pr.get("pairs", []))
-            extra = f"; peer child start {ms(pr['start_ms'])}, contexts {ms(pr.get('contexts_ms'))}, wall {ms(pr['wall_ms'])}, VMM reads {reads}"
-        row(f"{label}: orchestration", f"counted {b['counted']} from {b['count_source']}, total {ms(rep['probe_run']['wall_ms'])} ms{extra}")
+            extra = f"; peers start {ms(pr['start_ms'])}, contexts {ms(pr.get('contexts_ms'))}, wall {ms(pr['wall_ms'])}, VMM reads {reads}"
+        crash = b.get("shared_crash")
+        if crash:
+            extra += f"; SHARED CHILD {crash['how']}, re-run isolated {crash['rerun_isolated']}"
+        row(f"{label}: orchestration", f"mode {b.get('mode')}, counted {b['counted']} from {b['count_source']}, total {ms(rep['probe_run']['wall_ms'])} ms{extra}")
+
+# The shared child (default) on every GPU: one process, every device passes, every pair checked in
+# it (n >= 2), and the same facts and verdicts as one child per device.
+def run_of(rep):
+    return ((rep or {}).get("probe_run") or {}).get("backends", [{}])[0]
+if all_:
+    n = len(all_["devices"])
+    b = run_of(all_)
+    pairs = all_.get("peers", [])
+    want = n * (n - 1) // 2
+    ok = (b.get("mode") == "shared" and not b.get("shared_crash") and n >= 1
+          and all(d["smoke"]["outcome"] == "pass" for d in all_["devices"])
+          and len(pairs) == want and all(p["outcome"] == "pass" for p in pairs)
+          and (n < 2 or all(v.get("read_ok") for v in (b.get("peer") or {}).get("pairs", []))))
+    row("shared child: all devices and pairs", f"mode {b.get('mode')}, {n} devices, {len(pairs)}/{want} pairs "
+        + ", ".join(f"{p['from']}-{p['to']} {p['outcome']}" for p in pairs), "ok" if ok else "FAIL")
+if all_ and iso:
+    key = lambda d: (d["index"], d["arch"], d["pci_bus_id"], d["vmm_supported"], d["granularity_recommended"],
+                     d["smoke"]["outcome"], d["smoke"].get("cycles_done"))
+    same = [key(d) for d in all_["devices"]] == [key(d) for d in iso["devices"]]
+    peers_same = [(p["from"], p["to"], p["outcome"]) for p in all_.get("peers", [])] == \
+                 [(p["from"], p["to"], p["outcome"]) for p in iso.get("peers", [])]
+    row("shared vs --isolate: facts, verdicts", "same" if same and peers_same else "DIFFER",
+        "ok" if same and peers_same and run_of(iso).get("mode") == "isolated" else "FAIL")
 
 pe = events("probe-device0.jsonl")
 dev, sm = ev(pe, "device"), ev(pe, "smoke")
@@ -171,16 +202,10 @@ if hid:
     b = hid["backends"][0]
     row("libcuda hidden", f"backend {b['status']}, {len(hid['devices'])} devices from {', '.join(sorted({d['source'] for d in hid['devices']}))}",
         "ok" if b["status"] == "no-driver" else "FAIL")
-try:
-    with open(os.path.join(out, "bench.txt")) as f:
-        for l in f:
-            l = l.strip()
-            if l.startswith("ratio") or "median" in l:
-                row("bench", l)
-except OSError:
-    row("bench", "no output", "FAIL")
 w = max(len(r[0]) for r in rows)
 print(f"{'check':<{w}}  result")
 for c, v, verdict in rows:
     print(f"{c:<{w}}  {v}{'  [' + verdict + ']' if verdict else ''}")
 PY
+log "benchmark (from $out/bench.txt)"
+cat "$out/bench.txt" 2>/dev/null || echo "bench: no output [FAIL]"

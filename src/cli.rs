@@ -234,6 +234,9 @@ pub struct ChildArgs {
     /// Check every pair of devices (peer access, VMM pool read from the peer, peer copy).
     #[arg(long)]
     pub peers: bool,
+    /// With --peers: only the pairs of these devices (comma-separated indices).
+    #[arg(long, value_delimiter = ',', requires = "peers")]
+    pub only: Vec<u32>,
     #[arg(long, default_value_t = 200)]
     pub cycles: u32,
     #[arg(long)]

@@ -446,9 +446,25 @@ fn a_crash_of_the_shared_child_reruns_the_unfinished_devices_isolated() {
         assert_eq!(ds[i]["smoke"]["outcome"], "partial", "{:#}", ds[i]);
         assert_eq!(ds[i]["smoke"]["cycles_done"], 3);
     }
-    // Pairs the shared child never reached are reported as such, not as passes.
-    for p in report["peers"].as_array().unwrap() {
-        assert_ne!(p["outcome"], "pass", "{p:#}");
+    // The pair of the two healthy devices is checked again in a peer child of its own (limited to
+    // them); the faulty GPU's pairs are reported as not checked, not as passes.
+    assert!(children.contains(&"cuda peers".to_string()), "{children:?}");
+    let peers = report["peers"].as_array().unwrap();
+    let pairs: Vec<(u64, u64)> = peers
+        .iter()
+        .map(|p| (p["from"].as_u64().unwrap(), p["to"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(pairs, [(0, 1), (0, 2), (1, 2)], "{report:#}");
+    for p in peers {
+        if p["from"] == 1 || p["to"] == 1 {
+            assert_eq!(p["outcome"], "crash", "{p:#}");
+            assert!(
+                p["reason"].as_str().unwrap().contains("not checked"),
+                "{p:#}"
+            );
+        } else {
+            assert_eq!(p["outcome"], "pass", "{p:#}");
+        }
     }
 }
 

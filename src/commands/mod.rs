@@ -49,6 +49,7 @@ pub fn run(cli: Cli) -> Result<i32> {
                 list: a.list,
                 device: a.device,
                 all: a.all,
+                only: a.only.clone(),
                 peers: a.peers,
                 cycles: a.cycles,
                 smoke: !a.no_smoke,

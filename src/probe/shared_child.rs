@@ -121,17 +121,14 @@ pub(crate) fn missing_pair(out: &Outcome, timeout: Duration) -> Smoke {
                 timeout.as_secs_f64()
             ),
         ),
-        Exit::Signal(_) => (
-            SmokeOutcome::Crash,
-            format!(
-                "not checked: the shared probe {} before this pair's turn (pairs are not re-run)",
-                how(&out.exit)
-            ),
-        ),
         e => (
-            SmokeOutcome::BadOutput,
+            if matches!(e, Exit::Signal(_)) {
+                SmokeOutcome::Crash
+            } else {
+                SmokeOutcome::BadOutput
+            },
             format!(
-                "not checked: the shared probe {} before this pair's turn (pairs are not re-run)",
+                "not checked: the shared probe {} before this pair's turn, and the pair was not among those checked again afterwards (pairs of devices that then finished in processes of their own)",
                 how(e)
             ),
         ),
@@ -229,9 +226,71 @@ pub(crate) fn run(
             how: how(&out.exit),
             rerun_isolated: unfinished,
         });
+        recheck_pairs(make, opts, &mut children);
     }
     children.wall = t0.elapsed();
     children
+}
+
+/// After an early end: the pairs the shared child never reached whose two devices have finished
+/// (before the end, or in their own child) are checked in a peer child of their own, limited to
+/// those devices; what it reports joins the shared child's pairs. Pairs with a device that did
+/// not finish stay unchecked.
+fn recheck_pairs(make: ChildCommand<'_>, opts: &ProbeOptions, children: &mut Children) {
+    let Some((_, peers)) = children.peer.as_mut() else {
+        return;
+    };
+    let reported = |a: u32, b: u32, o: &Outcome| {
+        o.events_of("peer").any(|p| {
+            p["from"].as_u64() == Some(u64::from(a)) && p["to"].as_u64() == Some(u64::from(b))
+        })
+    };
+    let finished: Vec<u32> = children
+        .devices
+        .iter()
+        .filter(|(_, o)| o.complete() && o.exit == Exit::Code(0))
+        .map(|(i, _)| *i)
+        .collect();
+    let mut only: Vec<u32> = Vec::new();
+    for (n, a) in finished.iter().enumerate() {
+        for b in &finished[n + 1..] {
+            if !reported(*a, *b, peers) {
+                only.extend([*a, *b]);
+            }
+        }
+    }
+    only.sort_unstable();
+    only.dedup();
+    if only.is_empty() {
+        return;
+    }
+    let h = &*opts.host;
+    let list = only
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let again = recorded::start(
+        h,
+        "cuda peers",
+        || {
+            let mut c = make();
+            c.args(["--peers", "--only", &list]);
+            c
+        },
+        opts.timeout,
+    )
+    .finish(h);
+    let new: Vec<Value> = again
+        .events_of("peer")
+        .filter(|p| match (p["from"].as_u64(), p["to"].as_u64()) {
+            (Some(a), Some(b)) => !reported(a as u32, b as u32, peers),
+            _ => false,
+        })
+        .cloned()
+        .collect();
+    // Pairs neither reported stay missing (the outcome keeps its early end: `missing_pair`).
+    peers.events.extend(new);
 }
 
 /// The note on the backend's status after an early end.

@@ -18,6 +18,8 @@ pub struct Options {
     /// Probe every device the driver shows, each from its own thread, in this one process (the
     /// shared child, CUDA's default); with `peers`, each pair once both of its devices are done.
     pub all: bool,
+    /// With `peers` alone: only the pairs of these devices (empty: all).
+    pub only: Vec<u32>,
     /// Check every pair of devices (one child for all pairs, started with the device children).
     pub peers: bool,
     pub cycles: u32,
@@ -93,7 +95,7 @@ pub fn run(opts: &Options) -> i32 {
         // probe program leaves the same way.
         std::mem::forget(probe_device(&drv, &mut out, i as i32, opts));
     } else if opts.peers {
-        super::peer::run(&drv, &mut out, count);
+        super::peer::run(&drv, &mut out, count, &opts.only);
     }
     out.emit(json!({"event":"done"}));
     0

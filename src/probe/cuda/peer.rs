@@ -63,13 +63,23 @@ pub(super) struct Opened<'a>(pub(super) Result<Dev<'a>, ApiError>);
 // in this module makes the owning context current on the calling thread first.
 unsafe impl Send for Opened<'_> {}
 
-pub fn run(drv: &Driver, out: &mut Emitter, count: i32) {
+/// Every pair of devices, or (`only` not empty) every pair of those devices.
+pub fn run(drv: &Driver, out: &mut Emitter, count: i32, only: &[u32]) {
     let started = Instant::now();
     let n = count.max(0) as usize;
+    let wanted = |i: usize| only.is_empty() || only.contains(&(i as u32));
     // Creating a context costs as much as the rest of a device's probe; do all of them at once.
     let devs: Vec<Result<Dev<'_>, ApiError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..n as i32)
-            .map(|i| s.spawn(move || Opened(open(drv, i))))
+        let handles: Vec<_> = (0..n)
+            .map(|i| {
+                s.spawn(move || {
+                    Opened(if wanted(i) {
+                        open(drv, i as i32)
+                    } else {
+                        Err(thread_panicked())
+                    })
+                })
+            })
             .collect();
         handles
             .into_iter()
@@ -80,8 +90,8 @@ pub fn run(drv: &Driver, out: &mut Emitter, count: i32) {
             .collect()
     });
     let contexts_ms = started.elapsed().as_secs_f64() * 1000.0;
-    for a in 0..n {
-        for b in (a + 1)..n {
+    for a in (0..n).filter(|a| wanted(*a)) {
+        for b in ((a + 1)..n).filter(|b| wanted(*b)) {
             out.emit(check_pair(drv, &devs, a, b));
         }
     }

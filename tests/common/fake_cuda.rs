@@ -109,6 +109,8 @@ const SCRUBBED: &[&str] = &[
     "FAKE_CUDA_WINDOW_MS",
     "FAKE_CUDA_HANG_DEVICE",
     "FAKE_CUDA_INIT_MS",
+    "FAKE_CUDA_CRASH_DEVICE",
+    "GPUPROBE_ISOLATE",
 ];
 
 /// Free VRAM the fake reports unless a test says otherwise: small, so the smoke test's long

@@ -17,9 +17,9 @@
 # unpacked (with at least the requested content) are skipped; downloaded tarballs are kept in
 # ${GPUPROBE_CACHE:-.cache}/sdists and reused.
 #
-# Each download takes ~20 s on an idle machine (37 MB, plus pip preparing the sdist's metadata in an
-# isolated environment); GPUPROBE_PIP_ARGS adds pip arguments (e.g. --no-build-isolation where
-# setuptools>=77, setuptools-scm and wheel are installed).
+# Each sdist (~37 MB) comes straight from PyPI's simple index (scripts/pypi-sdist.py, sha256 checked);
+# when that fails, pip downloads it (slower: it prepares the sdist's metadata in an isolated
+# environment); GPUPROBE_PIP_ARGS adds pip arguments then (e.g. --no-build-isolation).
 #
 # Needs: bash, pip (network access to PyPI), tar, gzip, python3 >= 3.11 (only for the
 # llama-cpp-python mapping).
@@ -84,11 +84,18 @@ fetch_sdist() {
     for file in "$SDISTS/$stem-$ver.tar.gz" "$SDISTS/$pkg-$ver.tar.gz"; do
         [[ -s "$file" ]] && { echo "$file"; return 0; }
     done
-    # --no-binary only for the package itself: `--no-binary :all:` would also force the sdist's
-    # build requirements (setuptools, cmake, ...) to be built from source, which takes many
-    # minutes (pip still prepares the sdist's metadata in an isolated environment).
-    # shellcheck disable=SC2086  # GPUPROBE_PIP_ARGS: extra pip arguments, word-split on purpose
-    pip download --quiet --no-deps --no-binary "$pkg" ${GPUPROBE_PIP_ARGS:-} "$pkg==$ver" -d "$SDISTS" >&2 || return 1
+    # The file itself, from PyPI's simple index, checked against its sha256: `pip download`
+    # of an sdist also prepares its metadata in an isolated build environment, which costs more
+    # than the download. pip stays the fallback (an index mirror set in pip's configuration).
+    if python3 "$SCRIPT_DIR/pypi-sdist.py" "$pkg" "$ver" "$SDISTS" >/dev/null; then
+        :
+    else
+        echo "note: direct download of $pkg==$ver failed; trying pip" >&2
+        # --no-binary only for the package itself: `--no-binary :all:` would also force the
+        # sdist's build requirements to be built from source, which takes many minutes.
+        # shellcheck disable=SC2086  # GPUPROBE_PIP_ARGS: extra pip arguments, word-split on purpose
+        pip download --quiet --no-deps --no-binary "$pkg" ${GPUPROBE_PIP_ARGS:-} "$pkg==$ver" -d "$SDISTS" >&2 || return 1
+    fi
     for file in "$SDISTS/$stem-$ver.tar.gz" "$SDISTS/$pkg-$ver.tar.gz"; do
         [[ -s "$file" ]] && { echo "$file"; return 0; }
     done

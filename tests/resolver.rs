@@ -1375,6 +1375,9 @@ const TABLE: &[Row] = &[
     Row { targets: "gfx1201", rocm: Some("7.2.1"), smoke: Some((SmokeOutcome::Pass, None)), vmm_flag: Some("ON"), applies: &["Q4", "Q21"], absent: &["Q5"], ..R },
     Row { targets: "gfx1100", rocm: Some("7.14.0"), smoke: Some((SmokeOutcome::Pass, None)), env_set: &["HSA_OVERRIDE_GFX_VERSION"], vmm_flag: Some("OFF"), applies: &["Q9"], absent: &["Q29"], ..R },
     Row { targets: "gfx1100", rocm: Some("7.14.0"), smoke: Some((SmokeOutcome::Pass, None)), env_set: &["ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"], vmm_flag: Some("OFF"), applies: &["Q29"], absent: &["Q9"], ..R },
+    // gfx1036: AMD's rocBLAS has no kernels for it on any ROCm (Q30); a neighbouring RDNA2 target does not get it.
+    Row { targets: "gfx1036", rocm: Some("6.4.1"), vmm_flag: Some("ON"), applies: &["Q30"], ..R },
+    Row { targets: "gfx1030", rocm: Some("6.4.1"), vmm_flag: Some("ON"), absent: &["Q30"], ..R },
     // Toolkit regressions for RDNA1/RDNA2: Linux ROCm 7.1+ comgr (Q24), Windows HIP SDK 7.1+ enumeration (Q27).
     Row { targets: "gfx1030", rocm: Some("7.1.1"), vmm_flag: Some("ON"), applies: &["Q24", "Q3"], absent: &["Q27"], ..R },
     Row { targets: "gfx1030", rocm: Some("7.2.1"), vmm_flag: Some("ON"), applies: &["Q24"], ..R },

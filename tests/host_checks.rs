@@ -439,6 +439,70 @@ fn wsl_is_recognised() {
 }
 
 // ------------------------------------------------------------------------------------------
+// A distribution's HIP headers beside a ROCm install (llama.cpp#16320, #15196)
+
+fn hip_version_h(major: u32, minor: u32, patch: u32) -> String {
+    format!(
+        "#ifndef HIP_VERSION_H\n#define HIP_VERSION_H\n#define HIP_VERSION_MAJOR {major}\n#define HIP_VERSION_MINOR {minor}\n#define HIP_VERSION_PATCH {patch}\n#endif\n"
+    )
+}
+
+#[test]
+fn distribution_hip_headers_beside_a_rocm_install_are_named_with_both_versions_and_the_fix() {
+    let m = Machine::from(Some("2x-r9700-gfx1201"));
+    write(
+        &m.root().join("usr/include/hip/hip_version.h"),
+        &hip_version_h(5, 7, 31921),
+    );
+    write(
+        &m.root().join("opt/rocm-6.4.3/include/hip/hip_version.h"),
+        &hip_version_h(6, 4, 43482),
+    );
+    let (r, _) = m.detect(&["--backend", "hip"]);
+    let c = one(&r, "hip-headers-shadowed");
+    assert_eq!(c["level"], "warning");
+    let detail = s(c, "detail");
+    assert!(detail.contains("(HIP 5.7.31921)"), "{c:#}");
+    assert!(detail.contains("rocm-6.4.3 (HIP 6.4.43482)"), "{c:#}");
+    assert!(detail.contains("llama.cpp#16320"), "{c:#}");
+    assert!(s(c, "fix").contains("libamdhip64-dev"), "{c:#}");
+    assert!(s(c, "fix").contains("empty build directory"), "{c:#}");
+}
+
+#[test]
+fn equal_hip_versions_are_information_and_a_rocm_in_usr_is_no_pair() {
+    let m = Machine::from(Some("2x-r9700-gfx1201"));
+    write(
+        &m.root().join("usr/include/hip/hip_version.h"),
+        &hip_version_h(6, 4, 43482),
+    );
+    write(
+        &m.root().join("opt/rocm/include/hip/hip_version.h"),
+        &hip_version_h(6, 4, 43482),
+    );
+    let (r, _) = m.detect(&["--backend", "hip"]);
+    assert_eq!(one(&r, "hip-headers-shadowed")["level"], "info");
+
+    // Debian's own ROCm lives in /usr: the headers there are the install, not a second copy.
+    let m = Machine::from(Some("2x-r9700-gfx1201")).env("ROCM_PATH", "/usr");
+    write(
+        &m.root().join("usr/include/hip/hip_version.h"),
+        &hip_version_h(5, 2, 21153),
+    );
+    let (r, _) = m.detect(&["--backend", "hip"]);
+    assert!(checks(&r, "hip-headers-shadowed").is_empty(), "{r:#}");
+
+    // A ROCm install without distribution headers beside it says nothing either.
+    let m = Machine::from(Some("2x-r9700-gfx1201"));
+    write(
+        &m.root().join("opt/rocm-7.2.1/include/hip/hip_version.h"),
+        &hip_version_h(7, 2, 1),
+    );
+    let (r, _) = m.detect(&["--backend", "hip"]);
+    assert!(checks(&r, "hip-headers-shadowed").is_empty(), "{r:#}");
+}
+
+// ------------------------------------------------------------------------------------------
 // Building the HIP probe: one target never blocks the rest
 
 fn real_hipcc() -> Option<PathBuf> {

@@ -497,6 +497,83 @@ fn visibility_checks(report: &Report, out: &mut Vec<HostCheck>) {
     }
 }
 
+/// The HIP version a `hip_version.h` states (`MAJOR.MINOR.PATCH`), if it states one.
+fn hip_header_version(text: &str) -> Option<String> {
+    let field = |name: &str| {
+        text.lines().find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some("#define") && w.next() == Some(name))
+                .then(|| w.next()?.parse::<u64>().ok())
+                .flatten()
+        })
+    };
+    Some(format!(
+        "{}.{}.{}",
+        field("HIP_VERSION_MAJOR")?,
+        field("HIP_VERSION_MINOR")?,
+        field("HIP_VERSION_PATCH")?
+    ))
+}
+
+/// A distribution's HIP headers in /usr/include next to a ROCm install elsewhere (/opt/rocm*,
+/// ROCM_PATH). The compiler searches /usr/include too, so a HIP build of llama.cpp can take
+/// headers from both HIP versions and fail to compile (llama.cpp#16320, #15196: Ubuntu's
+/// libamdhip64-dev beside ROCm 6.4.3 in /opt; removing the distribution's packages fixed both).
+/// A distribution ROCm that lives in /usr itself (ROCM_PATH=/usr) is no such pair.
+fn hip_header_checks(h: &HostView, out: &mut Vec<HostCheck>) {
+    const DIST: &str = "/usr/include/hip/hip_version.h";
+    let Some(dist_text) = h.read(DIST) else {
+        return;
+    };
+    let dist = hip_header_version(&dist_text);
+    let mut roots: Vec<String> = h
+        .env("ROCM_PATH")
+        .into_iter()
+        .map(|p| p.trim_end_matches('/').to_string())
+        .filter(|p| p.starts_with('/') && p != "/usr" && !p.is_empty())
+        .collect();
+    for name in h.list("/opt").unwrap_or_default() {
+        if name == "rocm" || name.starts_with("rocm-") {
+            roots.push(format!("/opt/{name}"));
+        }
+    }
+    roots.sort();
+    roots.dedup();
+    let installs: Vec<(String, Option<String>)> = roots
+        .into_iter()
+        .filter_map(|r| {
+            let text = h.read(&format!("{r}/include/hip/hip_version.h"))?;
+            Some((r, hip_header_version(&text)))
+        })
+        .collect();
+    if installs.is_empty() {
+        return;
+    }
+    let differs = installs
+        .iter()
+        .any(|(_, v)| dist.is_none() || v.is_none() || *v != dist);
+    let word = |v: &Option<String>| v.clone().unwrap_or_else(|| "version unknown".into());
+    let listed: Vec<String> = installs
+        .iter()
+        .map(|(r, v)| format!("{} (HIP {})", h.shown(r), word(v)))
+        .collect();
+    out.push(
+        HostCheck::new(
+            "hip-headers-shadowed",
+            if differs { CheckLevel::Warning } else { CheckLevel::Info },
+            "a distribution's HIP headers sit in /usr/include beside a ROCm install",
+            format!(
+                "{} (HIP {}) is not part of the ROCm install at {}: it comes from a distribution package (on Debian and Ubuntu libamdhip64-dev). The compiler searches /usr/include as well, so a HIP build of llama.cpp can mix headers of two HIP versions and fail to compile (llama.cpp#16320, #15196){}",
+                h.shown(DIST),
+                word(&dist),
+                listed.join(", "),
+                if differs { "" } else { "; the versions agree here, so this is only a risk for a later upgrade of either" }
+            ),
+        )
+        .fix("remove the distribution's HIP development packages (Debian/Ubuntu: `sudo apt remove libamdhip64-dev libhipblas-dev librocblas-dev librocsolver-dev`, or whichever of them `dpkg -S /usr/include/hip` names), then configure llama.cpp again in an empty build directory"),
+    );
+}
+
 /// Every host check for `report` (whose backends and visibility are already filled).
 pub fn run(h: &HostView, report: &Report, amd: bool, nvidia: bool) -> Vec<HostCheck> {
     let env = environment(h);
@@ -530,6 +607,7 @@ pub fn run(h: &HostView, report: &Report, amd: bool, nvidia: bool) -> Vec<HostCh
     }
     if amd {
         amd_checks(h, &env, &mut out);
+        hip_header_checks(h, &mut out);
     }
     if nvidia {
         nvidia_checks(h, &env, report, &mut out);

@@ -178,6 +178,29 @@ pub(crate) struct Children {
     pub(crate) missing_pair: Option<Smoke>,
 }
 
+/// Starts device `i`'s own child, named `<key> device <i>` for recording and replay; also says
+/// when it started (since `t0`).
+pub(crate) fn start_device(
+    make: ChildCommand<'_>,
+    opts: &ProbeOptions,
+    key: &str,
+    i: u32,
+    t0: Instant,
+) -> (u32, Duration, recorded::Started) {
+    let at = t0.elapsed();
+    let s = recorded::start(
+        &opts.host,
+        &format!("{key} device {i}"),
+        || {
+            let mut c = make();
+            device_args(&mut c, i, opts);
+            c
+        },
+        opts.timeout,
+    );
+    (i, at, s)
+}
+
 /// Starts a child for every counted device, and the peer child, all at once (issue #13); the
 /// runtime's own count (`hello`) then drops children for devices it does not show and starts the
 /// ones the count missed. With nothing counted, device 0's child starts first and its `hello`
@@ -194,20 +217,7 @@ pub(crate) fn run_children(
 ) -> Children {
     let h = &*opts.host;
     // Spawned from this thread, which outlives them: the parent-death signal follows the thread.
-    let start = |i: u32| {
-        let at = t0.elapsed();
-        let s = recorded::start(
-            h,
-            &format!("{key} device {i}"),
-            || {
-                let mut c = make();
-                device_args(&mut c, i, opts);
-                c
-            },
-            opts.timeout,
-        );
-        (i, at, s)
-    };
+    let start = |i: u32| start_device(make, opts, key, i, t0);
     let start_peer = || {
         let at = t0.elapsed();
         let s = recorded::start(

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::orchestrator::{Exit, Outcome, signal_name};
-use super::{ChildCommand, Children, ProbeOptions, count, device_args, recorded};
+use super::{ChildCommand, Children, ProbeOptions, count, recorded, start_device};
 use crate::report::{SharedCrash, Smoke, SmokeOutcome};
 
 /// The shared child's name for recording and replay.
@@ -198,20 +198,7 @@ pub(crate) fn run(
         // All at once, as isolated children, under the same keys as `--isolate` uses.
         let started: Vec<_> = unfinished
             .iter()
-            .map(|&i| {
-                let at = t0.elapsed();
-                let s = recorded::start(
-                    h,
-                    &format!("cuda device {i}"),
-                    || {
-                        let mut c = make();
-                        device_args(&mut c, i, opts);
-                        c
-                    },
-                    opts.timeout,
-                );
-                (i, at, s)
-            })
+            .map(|&i| start_device(make, opts, "cuda", i, t0))
             .collect();
         for (i, at, s) in started {
             let o = s.finish(h);

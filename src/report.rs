@@ -165,14 +165,23 @@ pub struct BackendRun {
     /// The peer checks: with `isolated`, the peer child (two or more devices), started with the
     /// device children; with `shared`, the checks inside the shared child.
     pub peer: Option<PeerRun>,
-    /// `shared`: one child for every device, each from its own thread (CUDA's default);
-    /// `isolated`: one child per device (HIP, and CUDA with `--isolate`).
+    /// How the devices were probed (absent in reports from before the shared child).
     #[serde(default)]
-    pub mode: Option<String>,
+    pub mode: Option<ChildMode>,
     /// The shared child ended before every device had finished (not at the deadline): how, and
     /// which devices were then probed again each in a child of its own.
     #[serde(default)]
     pub shared_crash: Option<SharedCrash>,
+}
+
+/// How a backend's devices were probed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ChildMode {
+    /// One child for every device, each device from its own thread (CUDA's default).
+    Shared,
+    /// One child per device (HIP, and CUDA with `--isolate`).
+    Isolated,
 }
 
 /// A shared child that ended early: what every device finished before stays; the rest is probed

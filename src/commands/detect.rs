@@ -10,7 +10,7 @@ use crate::host::{HostView, dump, printable};
 use crate::neutral::inline;
 use crate::probe::interpret::human_bytes;
 use crate::probe::{ProbeOptions, detect};
-use crate::report::{Report, SmokeOutcome};
+use crate::report::{ChildMode, Report, SmokeOutcome};
 
 pub fn probe_options(p: &ProbeArgs) -> Result<ProbeOptions> {
     probe_options_with(p, false)
@@ -318,10 +318,10 @@ pub fn timings(r: &Report) -> String {
     let mut o = format!("\ntimings (ms): total {}\n", ms(run.wall_ms));
     for b in &run.backends {
         let name = b.backend.map_or("?", |b| b.name());
-        let mode = match b.mode.as_deref() {
-            Some("shared") => "one shared child, a thread per device",
-            Some("isolated") => "one child per device",
-            _ => "children",
+        let mode = match b.mode {
+            Some(ChildMode::Shared) => "one shared child, a thread per device",
+            Some(ChildMode::Isolated) => "one child per device",
+            None => "children",
         };
         o.push_str(&format!(
             "  {name}: {mode}; counted {} devices from {}; children done after {}",
@@ -365,7 +365,7 @@ pub fn timings(r: &Report) -> String {
             ));
         }
         if let Some(p) = &b.peer {
-            let what = if b.mode.as_deref() == Some("shared") {
+            let what = if b.mode == Some(ChildMode::Shared) {
                 "peer checks (shared child, contexts reused)"
             } else {
                 "peer child"

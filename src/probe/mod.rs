@@ -26,8 +26,8 @@ use serde_json::Value;
 
 use crate::host::{HostView, checks, visible};
 use crate::report::{
-    Backend, BackendRun, BackendStatus, Device, HiddenDevice, Host, PeerResult, PeerRun, PeerVmm,
-    ProbeRun, Report, Smoke, SmokeOutcome, StageTimings,
+    Backend, BackendRun, BackendStatus, ChildMode, Device, HiddenDevice, Host, PeerResult, PeerRun,
+    PeerVmm, ProbeRun, Report, Smoke, SmokeOutcome, StageTimings,
 };
 use interpret::{device_from_event, smoke_from};
 use orchestrator::{Exit, Outcome};
@@ -169,8 +169,7 @@ pub(crate) struct Children {
     pub(crate) count: count::Count,
     /// From the start of `detect` until every child of this backend had exited.
     pub(crate) wall: Duration,
-    /// `shared` or `isolated` (BackendRun::mode).
-    pub(crate) mode: &'static str,
+    pub(crate) mode: ChildMode,
     /// The shared child ended early and devices were re-run isolated.
     pub(crate) shared: Option<crate::report::SharedCrash>,
     /// The verdict of a pair the peer checks never reported, where it is not the peer child's
@@ -286,7 +285,7 @@ pub(crate) fn run_children(
         count,
         // Every child has exited (or been killed) by now.
         wall: t0.elapsed(),
-        mode: "isolated",
+        mode: ChildMode::Isolated,
         shared: None,
         missing_pair: None,
     }
@@ -321,7 +320,7 @@ impl Children {
             counted: self.count.devices,
             wall_ms: Some(ms(self.wall)),
             last_stage: None,
-            mode: Some(self.mode.into()),
+            mode: Some(self.mode),
             shared_crash: self.shared.clone(),
             peer: self.peer.as_ref().map(|(start, out)| {
                 let done = out.event("peers_done");

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::orchestrator::{Exit, Outcome, signal_name};
 use super::{ChildCommand, Children, ProbeOptions, count, recorded, start_device};
-use crate::report::{SharedCrash, Smoke, SmokeOutcome};
+use crate::report::{ChildMode, SharedCrash, Smoke, SmokeOutcome};
 
 /// The shared child's name for recording and replay.
 pub(crate) const KEY: &str = "cuda shared";
@@ -183,7 +183,7 @@ pub(crate) fn run(
         peer: (opts.smoke && n >= 2).then(|| peer_part(&out, at)),
         count: counted,
         wall: Duration::ZERO,
-        mode: "shared",
+        mode: ChildMode::Shared,
         shared: None,
         missing_pair: Some(missing_pair(&out, opts.timeout)),
     };

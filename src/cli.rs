@@ -87,9 +87,9 @@ pub struct ProbeArgs {
     /// Smoke-test cycles per device (fresh reservation and handles each cycle).
     #[arg(long, default_value_t = 200, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100000))]
     pub cycles: u32,
-    /// Probe each CUDA device in a process of its own (the slower design, kept for comparison and
-    /// for drivers that misbehave with several devices in one process); HIP always does. Also
-    /// GPUPROBE_ISOLATE=1.
+    /// Probe each CUDA device in a process of its own (one driver initialisation per device; kept
+    /// for comparison and for drivers that misbehave with several devices in one process); HIP
+    /// always does. Also GPUPROBE_ISOLATE=1.
     #[arg(long)]
     pub isolate: bool,
 }

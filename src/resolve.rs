@@ -9,7 +9,7 @@ use crate::llama::LlamaTarget;
 use crate::llama::options::Plain12x;
 use crate::plan::{EnvAdvice, Flag, Group, LlamaRef, Mode, Note, Plan, SCHEMA, ToolkitRef};
 use crate::profiles::Knowledge;
-use crate::quirks::{Context, Evaluation, Os, Quirk, Severity, Tri};
+use crate::quirks::{Context, Evaluation, Os, Quirk, Severity, Tri, ids};
 use crate::report::{Backend, Device, Report, SmokeOutcome, Vendor};
 use crate::version::Version;
 
@@ -633,7 +633,7 @@ fn decide_vmm(
             .as_ref()
             .is_some_and(|e| e.name.as_deref() == Some("SYMBOL_NOT_FOUND"));
         let q = if d.smoke.reserve_failed() && !missing_symbol {
-            vec!["Q15".to_string()]
+            vec![ids::VMM_RESERVE_FAILS.to_string()]
         } else {
             vec![]
         };
@@ -647,7 +647,11 @@ fn decide_vmm(
                 u.arch, d.index
             ));
         } else {
-            let named = if q.is_empty() { "" } else { " (Q15)" };
+            let named = if q.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", ids::VMM_RESERVE_FAILS)
+            };
             return VmmDecision::legacy(
                 format!("device {} ({}): {what}{named}", d.index, d.name),
                 q,
@@ -869,11 +873,11 @@ fn decide_vmm(
 }
 
 /// Q1 is the background record of every HIP VMM decision.
-fn with_q1(backend: Backend, mut ids: Vec<String>) -> Vec<String> {
-    if backend == Backend::Hip && !ids.iter().any(|i| i == "Q1") {
-        ids.push("Q1".into());
+fn with_q1(backend: Backend, mut quirks: Vec<String>) -> Vec<String> {
+    if backend == Backend::Hip && !quirks.iter().any(|i| i == ids::HIP_VMM_OFF_BY_DEFAULT) {
+        quirks.push(ids::HIP_VMM_OFF_BY_DEFAULT.into());
     }
-    ids
+    quirks
 }
 
 /// One command that produces the missing evidence, and how to hand it back.
@@ -1266,7 +1270,10 @@ fn base_flags(
     targets: &[String],
 ) -> Vec<Flag> {
     let mut flags = Vec::new();
-    let explicit = "explicit architectures: never `native`, which finds nothing on a GPU-less build machine (Q19)";
+    let explicit = format!(
+        "explicit architectures: never `native`, which finds nothing on a GPU-less build machine ({})",
+        ids::NATIVE_ARCH_IN_CI
+    );
     match backend {
         Backend::Hip => {
             flags.push(flag(switch, "ON", "build the HIP (ROCm) backend"));
@@ -1280,8 +1287,8 @@ fn base_flags(
             flags.push(Flag {
                 name: var.into(),
                 value: targets.join(";"),
-                reason: explicit.into(),
-                quirks: vec!["Q19".into()],
+                reason: explicit.clone(),
+                quirks: vec![ids::NATIVE_ARCH_IN_CI.into()],
                 lift: None,
             });
         }
@@ -1303,7 +1310,7 @@ fn base_flags(
                     }
                 })
                 .collect();
-            let mut reason = explicit.to_string();
+            let mut reason = explicit;
             if !spelled.is_empty() {
                 reason.push_str(&format!(
                     "; {} spelled architecture-specific because llama.cpp build {} {} a plain 12X",
@@ -1319,7 +1326,7 @@ fn base_flags(
                 name: "CMAKE_CUDA_ARCHITECTURES".into(),
                 value: archs.join(";"),
                 reason,
-                quirks: vec!["Q19".into()],
+                quirks: vec![ids::NATIVE_ARCH_IN_CI.into()],
                 lift: None,
             });
         }

@@ -674,7 +674,7 @@ fn cuda_archs_without_the_device_architecture() {
     assert_eq!(f.devices.len(), 2);
 }
 
-// Synthetic system_info strings in the real format (llama-cpp.md §5.2), for the other two cases.
+// Synthetic system_info strings in the real format (`ggml_backend_cuda_get_features` in ggml-cuda.cu), for the other two cases.
 #[test]
 fn cuda_archs_same_major_and_all_newer() {
     let m = report(
@@ -1186,4 +1186,32 @@ fn bad_inputs_are_exit_2() {
         .assert()
         .code(2)
         .stderr(predicates::str::contains("not JSON"));
+}
+
+/// llama.cpp's HIP builds leave the VMM pool out from build 4555 on (#11420 added
+/// `GGML_HIP_NO_VMM`, default ON); 4548-4554 had it on by default. The hint follows the option
+/// table, not the first release tag (b4557).
+#[test]
+fn vmm_unknown_hint_follows_the_hip_switch_era() {
+    let text: String = fixture("llama-22013-rocm-gfx1201-gfx1103-b8821.txt")
+        .lines()
+        .filter(|l| !l.contains("version:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let hint = "HIP builds leave it out unless built with -DGGML_HIP_NO_VMM=OFF";
+    for (build, expected) in [(4554, false), (4555, true), (4556, true), (8821, true)] {
+        let r = judge(&text, None, Some(build), &[]);
+        assert_eq!(
+            r.build.number.value,
+            Some(build),
+            "the build given is the one judged"
+        );
+        let f = find(&r, "vmm-unknown");
+        assert_eq!(
+            f.reason.contains(hint),
+            expected,
+            "build {build}: {}",
+            f.reason
+        );
+    }
 }

@@ -14,12 +14,13 @@ use crate::emit::sh_quote;
 use crate::llama::LlamaTarget;
 use crate::plan::{Group, Mode, Plan};
 use crate::profiles::Knowledge;
-use crate::quirks::{Os, Severity};
+use crate::quirks::{Os, Severity, ids};
 use crate::report::{Backend, Device, Report, SmokeOutcome};
 use crate::resolve::{Devices, Request, resolve};
 
 /// First build with #23907 ("reserve space for quantize kv-cache at startup", `f8f0a47a5`):
-/// flash attention's K/V conversion buffers no longer grow the legacy pool (llama-cpp.md §4.3).
+/// flash attention's K/V conversion buffers no longer grow the legacy pool
+/// (`ggml_cuda_pool_leg` in ggml/src/ggml-cuda/ggml-cuda.cu; the reservation moved into the FA op).
 /// Quirk Q2 names it in its advice; its build range is not a match condition there.
 pub const FA_RESERVE_BUILD: u64 = 9489;
 
@@ -745,11 +746,10 @@ pub fn judge(input: &Input<'_>) -> Judgement {
     let summary = plan.as_ref().map(summarise);
 
     let mut vmm_finding_cites_q2 = false;
-    if let (Some(b), Some(name)) = (backend, backend_name.as_deref()) {
+    if let Some(b) = backend {
         judge_vmm(
             input,
             b,
-            name,
             &ours,
             plan.as_ref(),
             compiled,
@@ -885,7 +885,6 @@ fn dedup<T: PartialEq>(it: impl Iterator<Item = T>) -> Vec<T> {
 fn judge_vmm(
     input: &Input<'_>,
     b: Backend,
-    name: &str,
     ours: &[&Device],
     plan: Option<&Plan>,
     compiled: Option<bool>,
@@ -895,9 +894,7 @@ fn judge_vmm(
     cites_q2: &mut bool,
 ) {
     let start = out.len();
-    judge_vmm_inner(
-        input, b, name, ours, plan, compiled, evidence, out, cites_q2,
-    );
+    judge_vmm_inner(input, b, ours, plan, compiled, evidence, out, cites_q2);
     for f in &mut out[start..] {
         for q in quotes {
             if !f.evidence.contains(q) {
@@ -911,7 +908,6 @@ fn judge_vmm(
 fn judge_vmm_inner(
     input: &Input<'_>,
     b: Backend,
-    name: &str,
     ours: &[&Device],
     plan: Option<&Plan>,
     compiled: Option<bool>,
@@ -928,14 +924,14 @@ fn judge_vmm_inner(
                 Level::Info,
                 "built without the VMM pool (legacy pool)",
                 format!("{evidence}; gpuprobe has neither measured devices of this backend nor their architectures, so it cannot tell whether VMM would be safe"),
-            ).fix("run check-build on the machine that runs llama.cpp, without --no-probe, or with --from REPORT.json").quirks(["Q2".to_string()])),
+            ).fix("run check-build on the machine that runs llama.cpp, without --no-probe, or with --from REPORT.json").quirks([ids::LEGACY_POOL_CREEP.to_string()])),
             Some(true) => out.push(Finding::new(
                 "vmm-compiled-in",
                 Level::Info,
                 "built with the VMM pool",
                 format!("{evidence}; gpuprobe has neither measured devices of this backend nor their architectures, so it cannot tell whether VMM is safe"),
             ).fix("run check-build on the machine that runs llama.cpp, without --no-probe")),
-            None => out.push(vmm_unknown(name, input, evidence)),
+            None => out.push(vmm_unknown(b, input, evidence)),
         }
         return;
     };
@@ -1000,7 +996,7 @@ fn judge_vmm_inner(
                     )
                     .fix(rebuild_command(pg, &input.script_hint))
                     .asks(pg, [format!("-D{vmm_flag}=OFF")])
-                    .quirks(["Q2".to_string()])
+                    .quirks([ids::LEGACY_POOL_CREEP.to_string()])
                     .quirks(flag_quirks)
                     .devices(labels),
                 );
@@ -1085,7 +1081,7 @@ fn judge_vmm_inner(
             ),
             _ => {
                 // The plan's reason is quoted: so are the records it names.
-                let mut f = vmm_unknown(name, input, evidence).quirks(flag_quirks);
+                let mut f = vmm_unknown(b, input, evidence).quirks(flag_quirks);
                 f.reason.push_str(&format!(
                     "; gpuprobe would build {} here ({reason})",
                     if g.vmm { "with VMM" } else { "without VMM" }
@@ -1097,8 +1093,13 @@ fn judge_vmm_inner(
     }
 }
 
-fn vmm_unknown(name: &str, input: &Input<'_>, evidence: &str) -> Finding {
-    let hip_default = name == "ROCm" && input.build.value.is_none_or(|b| b >= 4557);
+fn vmm_unknown(b: Backend, input: &Input<'_>, evidence: &str) -> Finding {
+    // Builds whose switch is GGML_HIP_NO_VMM (default ON) leave the pool out; the option table
+    // knows from which build (4555, #11420).
+    let hip_default = b == Backend::Hip
+        && input.build.value.is_none_or(|n| {
+            input.knowledge.options.era("hip_vmm_switch", n) == Some("GGML_HIP_NO_VMM")
+        });
     Finding::new(
         "vmm-unknown",
         Level::Info,

@@ -1,7 +1,8 @@
 //! Extracting facts from what a llama.cpp build prints about itself: `--version`,
 //! `--list-devices`, and startup logs (`ggml_cuda_init`, `system_info`, `device_info`).
 //!
-//! Text from every era is accepted (see the reference notes, llama-cpp.md §1, §5, §9):
+//! Text from every era is accepted (the formats of common/arg.cpp's `--version`, ggml-cuda.cu's
+//! `ggml_cuda_init` and `ggml_backend_cuda_get_features`, and src/llama.cpp's system_info):
 //! `version: N (hash)` up to build 10393 and `version: X.Y.Z (build N, commit hash)` after;
 //! `ggml_init_cublas:` / `ggml_cuda_init:` headers with or without `(Total VRAM: …)`; device
 //! lines with or without `VMM:`, `Wave Size:` and `VRAM:`; lines behind a log prefix such as

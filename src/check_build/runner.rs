@@ -390,7 +390,7 @@ pub fn examine(binary: &Path, timeout: Duration) -> Result<BinaryOutput, Error> 
                     list.output_tail.last().map(|l| format!("; last line: {l}")).unwrap_or_default()
                 ),
             )
-            .fix("run `gpuprobe detect`: a crash at driver initialisation (e.g. quirk Q10) affects every GPU program; check the driver and runtime versions"),
+            .fix(format!("run `gpuprobe detect`: a crash at driver initialisation (e.g. quirk {}) affects every GPU program; check the driver and runtime versions", crate::quirks::ids::HSA_INIT_CRASH)),
         );
     } else if !list.ok() {
         let unsupported = [

@@ -89,7 +89,7 @@ fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
     if let Some(n) = items.iter().find(|i| i.eq_ignore_ascii_case("native")) {
         return Err(Error::input(
             "--targets",
-            format!("`{n}` is not a target here: a CI build machine has no GPU for CMake to detect, so `native` builds for nothing or for the wrong GPU (Q19)"),
+            format!("`{n}` is not a target here: a CI build machine has no GPU for CMake to detect, so `native` builds for nothing or for the wrong GPU ({})", crate::quirks::ids::NATIVE_ARCH_IN_CI),
             "name the architectures, e.g. --targets gfx1100,gfx120X or --targets sm_86,sm_90",
         )
         .into());

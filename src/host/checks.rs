@@ -594,8 +594,9 @@ pub fn run(h: &HostView, report: &Report, amd: bool, nvidia: bool) -> Vec<HostCh
                 if dxg { CheckLevel::Info } else { CheckLevel::Warning },
                 "running under WSL 2",
                 format!(
-                    "GPUs reach WSL through /dev/dxg{}, not through /dev/kfd or /dev/nvidia*: NVIDIA's CUDA works with the Windows driver (libcuda.so from /usr/lib/wsl/lib); ROCm needs AMD's WSL runtime, and VMM reservations behave differently (quirk Q15)",
-                    if dxg { "" } else { ", which is missing here" }
+                    "GPUs reach WSL through /dev/dxg{}, not through /dev/kfd or /dev/nvidia*: NVIDIA's CUDA works with the Windows driver (libcuda.so from /usr/lib/wsl/lib); ROCm needs AMD's WSL runtime, and VMM reservations behave differently (quirk {})",
+                    if dxg { "" } else { ", which is missing here" },
+                    crate::quirks::ids::VMM_RESERVE_FAILS
                 ),
             )
             .fix(if dxg {

@@ -4,8 +4,6 @@
 pub mod checkout;
 pub mod options;
 
-use std::collections::BTreeMap;
-
 use checkout::Checkout;
 use options::{OptionTable, Plain12x};
 
@@ -24,15 +22,6 @@ impl LlamaTarget {
         match &self.checkout {
             Some(c) => c.declares(name),
             None => table.declared(name, self.effective_build(table)),
-        }
-    }
-
-    pub fn default_of(&self, table: &OptionTable, name: &str) -> Option<String> {
-        match &self.checkout {
-            Some(c) => c.options.get(name).and_then(|o| o.default.clone()),
-            None => table
-                .default(name, self.effective_build(table))
-                .map(str::to_string),
         }
     }
 
@@ -63,29 +52,5 @@ impl LlamaTarget {
     /// The build number used for table look-ups and quirk ranges.
     pub fn effective_build(&self, table: &OptionTable) -> u64 {
         self.build.unwrap_or(table.meta.newest_build)
-    }
-
-    pub fn declared_names(&self, table: &OptionTable) -> BTreeMap<String, Option<String>> {
-        match &self.checkout {
-            Some(c) => c
-                .options
-                .iter()
-                .map(|(k, v)| (k.clone(), v.default.clone()))
-                .collect(),
-            None => {
-                let b = self.effective_build(table);
-                table
-                    .option
-                    .iter()
-                    .filter(|o| o.builds.contains_number(b))
-                    .map(|o| {
-                        (
-                            o.name.clone(),
-                            table.default(&o.name, b).map(str::to_string),
-                        )
-                    })
-                    .collect()
-            }
-        }
     }
 }

@@ -6,6 +6,7 @@
 //! match, but only sets flags or env when a record *does* match; a record that could match turns
 //! into a warning that says what would make it apply.
 
+pub mod ids;
 mod matching;
 pub mod record;
 

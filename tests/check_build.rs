@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
-use gpuprobe::check_build::{self, BuildFacts, CheckReport, Finding, InputInfo, Level, Options};
+use gpuprobe::check_build::{
+    self, BuildFacts, CheckReport, Finding, InputInfo, InputKind, Level, Options,
+};
 use gpuprobe::plan::Mode;
 use gpuprobe::profiles::Knowledge;
 use gpuprobe::quirks::Os;
@@ -114,7 +116,7 @@ fn judge(
     check_build::check(
         text,
         InputInfo {
-            kind: "log".into(),
+            kind: InputKind::Log,
             path: "test".into(),
             runs: vec![],
         },
@@ -496,7 +498,7 @@ fn llama_build_option_replaces_build_0() {
     let text = fixture("h200-b11434-sdist-version.txt");
     let r = judge(&text, None, Some(11434), &[]);
     assert_eq!(r.build.number.value, Some(11434));
-    assert_eq!(r.build.number.source, "--llama-build");
+    assert_eq!(r.build.number.source.to_string(), "--llama-build");
     assert!(!has(&r, "build-unknown"));
 }
 

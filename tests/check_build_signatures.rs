@@ -12,7 +12,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use gpuprobe::check_build::corpus::Corpus;
-use gpuprobe::check_build::{self, CheckReport, Finding, InputInfo, Level, Options};
+use gpuprobe::check_build::{self, CheckReport, Finding, InputInfo, InputKind, Level, Options};
 use gpuprobe::plan::Mode;
 use gpuprobe::profiles::Knowledge;
 use gpuprobe::quirks::Os;
@@ -132,7 +132,7 @@ impl<'a> Case<'a> {
         let r = check_build::check_corpus(
             &corpus,
             InputInfo {
-                kind: "log".into(),
+                kind: InputKind::Log,
                 path: "test".into(),
                 runs: vec![],
             },

@@ -428,7 +428,7 @@ pub fn judge_run(
                 crate::probe::orchestrator::signal_name(sig)
             ),
         )
-    } else if let Some(e) = inv.status.strip_prefix("not started: ") {
+    } else if let Some(e) = &inv.not_started {
         (
             Outcome::NotRun,
             format!("test-backend-ops could not be started: {e}"),

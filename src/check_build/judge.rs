@@ -153,7 +153,37 @@ pub struct Machine<'a> {
 #[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct BuildNumber {
     pub value: Option<u64>,
-    pub source: String,
+    #[schemars(with = "String")]
+    pub source: BuildSource,
+}
+
+/// Where the build number judged came from; written `--llama-build`, `version line` (the line
+/// that gave it), `output` or `unknown`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BuildSource {
+    /// `--llama-build N` overrides what the build reports.
+    Flag,
+    /// The kind of line that gave it (`version`, `bench`, ...).
+    Line(String),
+    Output,
+    Unknown,
+}
+
+impl std::fmt::Display for BuildSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BuildSource::Flag => f.write_str("--llama-build"),
+            BuildSource::Line(kind) => write!(f, "{kind} line"),
+            BuildSource::Output => f.write_str("output"),
+            BuildSource::Unknown => f.write_str("unknown"),
+        }
+    }
+}
+
+impl Serialize for BuildSource {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 pub struct Input<'a> {
@@ -500,7 +530,7 @@ pub fn judge(input: &Input<'_>) -> Judgement {
     // ---- the plan: what gpuprobe would build here ---------------------------------------------
     let llama = LlamaTarget {
         build: input.build.value,
-        source: input.build.source.clone(),
+        source: input.build.source.to_string(),
         checkout: None,
     };
     // A failure log that names no backend (a kernel log, an abort message) is judged against

@@ -17,13 +17,16 @@ pub mod runner;
 pub mod signatures;
 pub mod text;
 
+use std::fmt;
+
 use schemars::JsonSchema;
 use serde::Serialize;
 
-pub use judge::{BuildNumber, Finding, Level, Machine, PlanSummary, VmmVerdict};
+pub use judge::{BuildNumber, BuildSource, Finding, Level, Machine, PlanSummary, VmmVerdict};
 pub use parse::BuildFacts;
 pub use runner::Invocation;
 
+use crate::plan::Mode;
 use crate::profiles::Knowledge;
 use crate::quirks::Os;
 use crate::report::Report;
@@ -51,11 +54,33 @@ pub struct CheckReport {
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct InputInfo {
-    /// `binary` or `log`.
-    pub kind: String,
+    /// `binary`, `log` or `binary+log`.
+    #[schemars(with = "String")]
+    pub kind: InputKind,
     pub path: String,
     /// The binary's runs (empty for a log).
     pub runs: Vec<Invocation>,
+}
+
+/// What check-build was given to judge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum InputKind {
+    #[serde(rename = "binary")]
+    Binary,
+    #[serde(rename = "log")]
+    Log,
+    #[serde(rename = "binary+log")]
+    BinaryAndLog,
+}
+
+impl fmt::Display for InputKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            InputKind::Binary => "binary",
+            InputKind::Log => "log",
+            InputKind::BinaryAndLog => "binary+log",
+        })
+    }
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -93,8 +118,11 @@ pub struct Missing {
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct MachineSummary {
-    /// `probe`, `report FILE`, or `none`.
+    /// `this machine's probe`, `report FILE`, or `none`.
     pub source: String,
+    /// How the devices were known: measured now, read from a report, or not at all.
+    #[serde(skip)]
+    pub mode: Option<Mode>,
     pub os: String,
     pub devices: Vec<MachineDevice>,
 }
@@ -156,7 +184,7 @@ pub fn check_corpus(
     let number = match (opts.llama_build, facts.version.build) {
         (Some(n), _) => BuildNumber {
             value: Some(n),
-            source: "--llama-build".into(),
+            source: BuildSource::Flag,
         },
         (None, Some(n)) => BuildNumber {
             value: Some(n),
@@ -164,11 +192,11 @@ pub fn check_corpus(
                 .version
                 .source
                 .clone()
-                .map_or("output".into(), |s| format!("{s} line")),
+                .map_or(BuildSource::Output, BuildSource::Line),
         },
         (None, None) => BuildNumber {
             value: None,
-            source: "unknown".into(),
+            source: BuildSource::Unknown,
         },
     };
     let backend = facts.gpu_backend().map(str::to_string);
@@ -254,6 +282,7 @@ pub fn check_corpus(
     let machine = match &opts.machine {
         Some(m) => MachineSummary {
             source: m.label.clone(),
+            mode: Some(m.mode),
             os: m.report.host.os.clone(),
             devices: m
                 .report
@@ -272,6 +301,7 @@ pub fn check_corpus(
         },
         None => MachineSummary {
             source: "none".into(),
+            mode: None,
             os: opts.os.as_str().into(),
             devices: Vec::new(),
         },
@@ -325,7 +355,7 @@ fn missing(f: &BuildFacts, input: &InputInfo) -> Vec<Missing> {
     {
         m.push(Missing {
             what: "per-device lines (`Device 0: ..., VMM: yes/no`)".into(),
-            how: if input.kind == "binary" {
+            how: if input.kind == InputKind::Binary {
                 "the program printed none, even with --verbose --list-devices".into()
             } else {
                 "`llama-cli --verbose --list-devices` prints them (newer builds need --verbose)"
@@ -379,7 +409,7 @@ pub fn render(r: &CheckReport) -> String {
     let b = &r.build;
     let v = &r.extracted.version;
     let number = match (b.number.value, v.reported_build) {
-        (Some(n), _) if b.number.source == "--llama-build" => {
+        (Some(n), _) if b.number.source == BuildSource::Flag => {
             format!("build {n} (from --llama-build)")
         }
         (Some(n), _) => format!("build {n}"),
@@ -487,14 +517,14 @@ pub fn render(r: &CheckReport) -> String {
         o.push_str(&format!("  not found   {}: {}\n", m.what, m.how));
     }
 
-    let source = match r.machine.source.as_str() {
-        "none" => "not probed".to_string(),
-        s if s.starts_with("report ") => format!("from {s}"),
-        _ => "probed now".to_string(),
+    let source = match r.machine.mode {
+        None => "not probed".to_string(),
+        Some(Mode::Report) => format!("from {}", r.machine.source),
+        Some(_) => "probed now".to_string(),
     };
     o.push_str(&format!("\nthis machine ({source})\n"));
     if r.machine.devices.is_empty() {
-        o.push_str(if r.machine.source == "none" {
+        o.push_str(if r.machine.mode.is_none() {
             "  not probed (--no-probe): judged from the build's output and the quirk database\n"
         } else {
             "  no GPU found\n"
@@ -567,11 +597,7 @@ pub fn render(r: &CheckReport) -> String {
 }
 
 /// The machine from a report, for [`Options`].
-pub fn machine_from(
-    report: &Report,
-    mode: crate::plan::Mode,
-    label: impl Into<String>,
-) -> Machine<'_> {
+pub fn machine_from(report: &Report, mode: Mode, label: impl Into<String>) -> Machine<'_> {
     Machine {
         report,
         mode,

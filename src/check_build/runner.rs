@@ -31,6 +31,9 @@ pub struct Invocation {
     pub args: Vec<String>,
     /// `exit 0`, `exit 1`, `signal 11 (SIGSEGV)`, `timed out after 30 s`, `not started: ...`.
     pub status: String,
+    /// Why the program could not be started, when it could not (`status` says it for people).
+    #[serde(skip)]
+    pub not_started: Option<String>,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub timed_out: bool,
@@ -112,9 +115,11 @@ pub fn run(binary: &Path, args: &[&str], timeout: Duration) -> Invocation {
         .create_new(true)
         .open(&out_path);
     if let Err(e) = created {
+        let why = format!("cannot create {}: {e}", out_path.display());
         return Invocation {
             args: args_owned,
-            status: format!("not started: cannot create {}: {e}", out_path.display()),
+            status: format!("not started: {why}"),
+            not_started: Some(why),
             exit_code: None,
             signal: None,
             timed_out: false,
@@ -143,6 +148,10 @@ pub fn run(binary: &Path, args: &[&str], timeout: Duration) -> Invocation {
             output.push('\n');
         }
     }
+    let not_started = match &outcome.exit {
+        Exit::SpawnFailed(e) => Some(e.clone()),
+        _ => None,
+    };
     let (status, exit_code, signal, timed_out) = match &outcome.exit {
         Exit::Code(c) => (format!("exit {c}"), Some(*c), None, false),
         Exit::Signal(s) => (
@@ -167,6 +176,7 @@ pub fn run(binary: &Path, args: &[&str], timeout: Duration) -> Invocation {
     Invocation {
         args: args_owned,
         status,
+        not_started,
         exit_code,
         signal,
         timed_out,
@@ -293,7 +303,7 @@ pub fn examine(binary: &Path, timeout: Duration) -> Result<BinaryOutput, Error> 
 
     let version = run(&path, &["--version"], timeout);
     let out = version.output.clone();
-    if let Some(e) = version.status.strip_prefix("not started: ") {
+    if let Some(e) = &version.not_started {
         return Err(Error::input(
             &input,
             format!("cannot be started: {e}"),

@@ -9,7 +9,7 @@ use anyhow::Result;
 use super::detect::probe_options;
 use super::print;
 use crate::check_build::corpus::Corpus;
-use crate::check_build::{self, InputInfo, Options, runner};
+use crate::check_build::{self, InputInfo, InputKind, Options, runner};
 use crate::cli::CheckBuildArgs;
 use crate::plan::Mode;
 use crate::profiles::Knowledge;
@@ -128,11 +128,10 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
     }
     let input = InputInfo {
         kind: match (a.binary.is_some(), a.log.is_empty()) {
-            (true, true) => "binary",
-            (true, false) => "binary+log",
-            _ => "log",
-        }
-        .into(),
+            (true, true) => InputKind::Binary,
+            (true, false) => InputKind::BinaryAndLog,
+            _ => InputKind::Log,
+        },
         path: paths.join(", "),
         runs,
     };

@@ -583,7 +583,7 @@ fn job(
                     sanitize(llama_ref),
                     version.text,
                 ),
-                rocm_extras: if install.kind == "rocm-wheels" {
+                rocm_extras: if install.kind == crate::emit::workflow::InstallKind::RocmWheels {
                     targets
                         .iter()
                         .map(|t| format!("device-{t}"))

@@ -172,11 +172,20 @@ pub struct Entry {
     pub comment: Vec<String>,
 }
 
+/// How a job installs its toolkit (the template branches on it by these names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InstallKind {
+    RocmContainer,
+    RocmWheels,
+    CudaContainer,
+    CudaInstaller,
+}
+
 /// How a job gets its toolkit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Install {
-    /// `rocm-container`, `rocm-wheels`, `cuda-container` or `cuda-installer`.
-    pub kind: &'static str,
+    pub kind: InstallKind,
     pub version: String,
     /// Job-level environment the install step reads (literal values, no expressions).
     pub env: Vec<EnvVar>,
@@ -323,7 +332,7 @@ fn rocm_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
         }
         let image = c.image.replace("{version}", &v.text);
         return Ok(Install {
-            kind: "rocm-container",
+            kind: InstallKind::RocmContainer,
             version: v.text.clone(),
             env: vec![
                 EnvVar {
@@ -380,7 +389,7 @@ fn rocm_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
         ));
     };
     Ok(Install {
-        kind: "rocm-wheels",
+        kind: InstallKind::RocmWheels,
         version: v.text.clone(),
         env: vec![
             EnvVar {
@@ -438,7 +447,7 @@ fn cuda_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
             );
             let subpackages = w.subpackages.join(" ");
             Ok(Install {
-                kind: "cuda-installer",
+                kind: InstallKind::CudaInstaller,
                 version: full.clone(),
                 env: vec![
                     EnvVar {
@@ -476,7 +485,7 @@ fn cuda_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
                 .ok_or_else(|| missing("Linux image"))?;
             let image = l.image.replace("{version}", &full);
             Ok(Install {
-                kind: "cuda-container",
+                kind: InstallKind::CudaContainer,
                 version: full.clone(),
                 env: vec![
                     EnvVar {
@@ -618,7 +627,7 @@ mod tests {
             Some("rocm/dev-ubuntu-22.04:7.2.1")
         );
         let w = install(Backend::Hip, Os::Windows, &v("7.14.0")).unwrap();
-        assert_eq!(w.kind, "rocm-wheels");
+        assert_eq!(w.kind, InstallKind::RocmWheels);
         assert!(
             w.env
                 .iter()

@@ -349,11 +349,496 @@ fn summarise(plan: &Plan) -> PlanSummary {
 
 pub fn judge(input: &Input<'_>) -> Judgement {
     let f = input.facts;
-    let k = input.knowledge;
     let mut out: Vec<Finding> = Vec::new();
-    let (mut compiled, mut evidence) = f.vmm_compiled();
 
     // ---- the build number ---------------------------------------------------------------
+    judge_build_number(input, &mut out);
+
+    // ---- backend --------------------------------------------------------------------------
+    let backend_name = f.gpu_backend().map(str::to_string);
+    let backend = backend_name.as_deref().and_then(backend_of);
+    let machine_gpus: Vec<&Device> = input
+        .machine
+        .as_ref()
+        .map(|m| m.report.devices.iter().collect())
+        .unwrap_or_default();
+    judge_backend_kind(input, backend_name.as_deref(), &machine_gpus, &mut out);
+
+    // Machine devices of the build's backend.
+    let ours: Vec<&Device> = match backend {
+        Some(b) => machine_gpus
+            .iter()
+            .copied()
+            .filter(|d| d.backend == b)
+            .collect(),
+        None => Vec::new(),
+    };
+    judge_backend_mismatch(
+        input,
+        backend,
+        backend_name.as_deref(),
+        (&machine_gpus, &ours),
+        &mut out,
+    );
+
+    // ---- the plan: what gpuprobe would build here ---------------------------------------------
+    let llama = LlamaTarget {
+        build: input.build.value,
+        source: input.build.source.to_string(),
+        checkout: None,
+    };
+    // A failure log that names no backend (a kernel log, an abort message) is judged against
+    // the plan for this machine's GPUs when they are all of one backend.
+    let plan_backend = backend.or_else(|| {
+        let backends = dedup(machine_gpus.iter().map(|d| d.backend));
+        (!input.hits.is_empty() && !f.cpu_only() && backends.len() == 1).then(|| backends[0])
+    });
+    let mut plan = plan_for(
+        input,
+        (backend, plan_backend),
+        backend_name.as_deref(),
+        (&machine_gpus, &ours),
+        &llama,
+    );
+
+    // Subjects for quirk matching and architecture checks: this machine's devices of the build's
+    // backend (all of them when the input names no backend, a kernel log alone say), else the
+    // devices the build lists.
+    let subjects = subjects_of(
+        input,
+        backend,
+        backend_name.as_deref(),
+        &machine_gpus,
+        &ours,
+    );
+
+    // ---- VMM ------------------------------------------------------------------------------------
+    let vmm = vmm_facts(input, backend_name.as_deref(), &ours);
+    let (compiled, evidence) = (vmm.compiled, vmm.evidence.clone());
+    let scene = scene_of(
+        input,
+        (plan_backend, plan.as_ref()),
+        vmm,
+        (backend_name.as_deref(), ours.len()),
+        subjects,
+    );
+    if let Some(p) = plan.as_mut() {
+        attribute::adjust_plan(&scene, p, &llama);
+    }
+    let summary = plan.as_ref().map(summarise);
+
+    let mut vmm_finding_cites_q2 = false;
+    if let Some(b) = backend {
+        judge_vmm(
+            input,
+            b,
+            &ours,
+            plan.as_ref(),
+            compiled,
+            &evidence,
+            &scene.vmm_quotes,
+            &mut out,
+            &mut vmm_finding_cites_q2,
+        );
+    }
+
+    // ---- CUDA architectures -----------------------------------------------------------------------
+    if backend == Some(Backend::Cuda) {
+        judge_archs(input, &scene.subjects, summary.as_ref(), &mut out);
+    } else if backend == Some(Backend::Hip) {
+        judge_hip_archs(input, &scene, summary.as_ref(), &mut out);
+    }
+
+    // ---- failures the input shows, and quirks whose conditions it meets ------------------------------
+    let attributed = attribute::symptom_findings(&scene, summary.as_ref(), &mut out);
+    if backend.is_some() && !scene.subjects.is_empty() {
+        attribute::condition_findings(
+            &scene,
+            summary.as_ref(),
+            &attributed,
+            vmm_finding_cites_q2,
+            &mut out,
+        );
+    }
+
+    // ---- devices the build saw vs this machine ------------------------------------------------------
+    judge_devices_differ(input, backend_name.as_deref(), &ours, &mut out);
+
+    let mut out = merge_same(out);
+    out.sort_by_key(|f| std::cmp::Reverse(f.level));
+    Judgement {
+        findings: out,
+        plan: summary,
+        vmm: VmmVerdict { compiled, evidence },
+    }
+}
+
+/// A build for a backend this machine has no GPU of.
+fn judge_backend_mismatch(
+    input: &Input<'_>,
+    backend: Option<Backend>,
+    backend_name: Option<&str>,
+    (machine_gpus, ours): (&[&Device], &[&Device]),
+    out: &mut Vec<Finding>,
+) {
+    if let (Some(b), Some(m)) = (backend, input.machine.as_ref())
+        && ours.is_empty()
+    {
+        let others: Vec<String> = machine_gpus.iter().map(|d| label_machine(d)).collect();
+        let level = if others.is_empty() {
+            Level::Warning
+        } else {
+            Level::Error
+        };
+        let why = if others.is_empty() {
+            let status = m.report.backends.iter().find(|s| s.backend == b);
+            let detail = status
+                .map(|s| {
+                    format!(
+                        " ({}{})",
+                        s.status,
+                        s.hint
+                            .as_deref()
+                            .map(|h| format!(": {h}"))
+                            .unwrap_or_default()
+                    )
+                })
+                .unwrap_or_default();
+            format!("{} shows no {} device{detail}", m.label, b.name())
+        } else {
+            format!("{} shows only {}", m.label, others.join(", "))
+        };
+        out.push(
+            Finding::new(
+                "backend-mismatch",
+                level,
+                format!(
+                    "this is a {} build, and this machine has no {} GPU",
+                    backend_name.unwrap_or("?"),
+                    b.name()
+                ),
+                why,
+            )
+            .fix(match machine_gpus.first() {
+                Some(d) => format!(
+                    "use a build for this machine's GPUs: gpuprobe cmake-flags --backend {} > build.sh",
+                    d.backend.as_str()
+                ),
+                None => format!(
+                    "run it where a {} GPU is visible, or fix what hides it here (`gpuprobe detect` says what it found); the findings below are judged from the devices the build lists",
+                    b.name()
+                ),
+            })
+            .devices(others),
+        );
+    }
+}
+
+/// The plan gpuprobe would build for this machine's devices of the backend planned for, or for
+/// the build's own devices when this machine has none (or was not probed).
+fn plan_for(
+    input: &Input<'_>,
+    (backend, plan_backend): (Option<Backend>, Option<Backend>),
+    backend_name: Option<&str>,
+    (machine_gpus, ours): (&[&Device], &[&Device]),
+    llama: &LlamaTarget,
+) -> Option<Plan> {
+    let (f, k) = (input.facts, input.knowledge);
+    let plan_ours: Vec<&Device> = match (backend, plan_backend) {
+        (None, Some(b)) => machine_gpus
+            .iter()
+            .copied()
+            .filter(|d| d.backend == b)
+            .collect(),
+        _ => ours.to_vec(),
+    };
+    plan_backend.and_then(|b| {
+        let devices = match input.machine.as_ref() {
+            Some(m) if !plan_ours.is_empty() => Devices::Measured {
+                report: m.report,
+                mode: m.mode,
+            },
+            // No device of this backend here (or not probed): plan for the build's own devices.
+            _ => {
+                let mut archs: Vec<String> = Vec::new();
+                for d in f
+                    .devices
+                    .iter()
+                    .filter(|d| d.backend == backend_name.unwrap_or(""))
+                {
+                    if let Some(a) = &d.arch
+                        && k.targets.get(a).is_some()
+                        && !archs.contains(a)
+                    {
+                        archs.push(a.clone());
+                    }
+                }
+                if archs.is_empty() {
+                    return None;
+                }
+                Devices::Declared(archs)
+            }
+        };
+        let req = Request {
+            devices,
+            backend: Some(b),
+            llama: llama.clone(),
+            rocm: None,
+            cuda: None,
+            rocm_source: "unknown".into(),
+            cuda_source: "unknown".into(),
+            os: input.os,
+            env_set: input.env_set.clone(),
+            force_no_vmm: false,
+            evidence: Default::default(),
+        };
+        resolve(k, &req).ok()
+    })
+}
+
+/// Subjects for quirk matching and architecture checks.
+fn subjects_of(
+    input: &Input<'_>,
+    backend: Option<Backend>,
+    backend_name: Option<&str>,
+    machine_gpus: &[&Device],
+    ours: &[&Device],
+) -> Vec<Subject> {
+    let (f, k) = (input.facts, input.knowledge);
+    let machine_subjects: Vec<&Device> = if backend.is_none() && ours.is_empty() {
+        machine_gpus.to_vec()
+    } else {
+        ours.to_vec()
+    };
+    if !machine_subjects.is_empty() {
+        machine_subjects
+            .iter()
+            .map(|d| Subject {
+                label: label_machine(d),
+                vendor: d.vendor,
+                arch: d.arch.clone(),
+                index: Some(d.index),
+                apu: d
+                    .integrated
+                    .or_else(|| k.targets.get(&d.arch).map(|t| t.apu)),
+                smoke: Some(smoke_word(d).to_string()),
+                driver: d.driver_version.as_deref().and_then(|v| v.parse().ok()),
+                line: backend_name
+                    .and_then(|n| build_line_for(f, n, d))
+                    .map(|l| l.line.clone()),
+                vendor_known: true,
+            })
+            .collect()
+    } else {
+        f.devices
+            .iter()
+            .filter(|d| backend_name == Some(d.backend.as_str()))
+            .filter_map(|d| {
+                let b = backend_of(&d.backend)?;
+                Some(Subject {
+                    label: label_build(d),
+                    vendor: b.vendor(),
+                    arch: d.arch.clone()?,
+                    index: Some(d.index),
+                    apu: d
+                        .arch
+                        .as_deref()
+                        .and_then(|a| k.targets.get(a))
+                        .map(|t| t.apu),
+                    smoke: None,
+                    driver: None,
+                    line: Some(d.line.clone()),
+                    vendor_known: true,
+                })
+            })
+            .collect()
+    }
+}
+
+/// What the output proves about the VMM pool, and about the build range.
+struct VmmFacts {
+    compiled: Option<bool>,
+    evidence: String,
+    quotes: Vec<Quote>,
+    min_build: Option<u64>,
+    max_build: Option<u64>,
+}
+
+/// Whether the VMM pool is compiled in, from what the build says (system_info), from a device it
+/// lists as `VMM: no` that the probe finds VMM-capable, or from a failure only one pool prints;
+/// and the builds the failures in the input prove (a flush line).
+fn vmm_facts(input: &Input<'_>, backend_name: Option<&str>, ours: &[&Device]) -> VmmFacts {
+    let (f, k) = (input.facts, input.knowledge);
+    let (mut compiled, mut evidence) = f.vmm_compiled();
+    // A device listed with `VMM: no` that this machine's probe reports as VMM-capable means the
+    // pool was compiled out (llama.cpp asks the same attribute).
+    let mut vmm_quotes: Vec<Quote> = Vec::new();
+    if let Some(r) = f.cuda_registry() {
+        vmm_quotes.extend(input.corpus.find(&r.line));
+    } else if let Some(d) = f.devices.iter().find(|d| d.vmm.is_some()) {
+        vmm_quotes.extend(input.corpus.find(&d.line));
+    }
+    if compiled.is_none()
+        && let Some(name) = backend_name
+    {
+        for d in ours {
+            if d.vmm_supported == Some(true)
+                && let Some(line) = build_line_for(f, name, d)
+                && line.vmm == Some(false)
+            {
+                compiled = Some(false);
+                evidence = format!(
+                    "device {} ({}) is listed with `VMM: no` although {} reports VMM support for it: the VMM pool is compiled out",
+                    line.index,
+                    line.name,
+                    input
+                        .machine
+                        .as_ref()
+                        .map_or("the probe", |m| m.label.as_str())
+                );
+                vmm_quotes = input.corpus.find(&line.line).into_iter().collect();
+                break;
+            }
+        }
+    }
+    // What the failures in the input prove: the pool (a legacy-pool OOM), a minimum build (a
+    // flush line). A build that says it itself wins over a hit.
+    let mut min_build: Option<u64> = None;
+    let mut max_build: Option<u64> = None;
+    for h in input.hits {
+        let row = &k.signatures.rows[h.row].spec;
+        if compiled.is_none()
+            && let Some(v) = row.implies.vmm_build
+        {
+            compiled = Some(v);
+            evidence = format!(
+                "the log shows {} (`{}`), which only a build {} the VMM pool prints",
+                row.title,
+                h.quotes.first().map(|q| q.text.as_str()).unwrap_or(""),
+                if v { "with" } else { "without" }
+            );
+            vmm_quotes = h.quotes.iter().take(3).cloned().collect();
+        }
+        if let Some(m) = row.implies.min_build {
+            min_build = Some(min_build.map_or(m, |x: u64| x.max(m)));
+        }
+        if let Some(m) = row.implies.max_build {
+            max_build = Some(max_build.map_or(m, |x: u64| x.min(m)));
+        }
+    }
+    VmmFacts {
+        compiled,
+        evidence,
+        quotes: vmm_quotes,
+        min_build,
+        max_build,
+    }
+}
+
+/// Whether the run in the input was split across GPUs (None: cannot tell), and the lines that
+/// show the devices it used.
+fn multi_gpu_of(
+    input: &Input<'_>,
+    backend_name: Option<&str>,
+    ours_count: usize,
+    has_subjects: bool,
+) -> (Option<bool>, Vec<Quote>) {
+    let f = input.facts;
+    let multi_gpu = {
+        let used: Vec<&super::parse::RunDevice> = f
+            .run_devices
+            .iter()
+            .filter(|d| backend_name == Some(d.backend.as_str()))
+            .collect();
+        let listed = f
+            .devices
+            .iter()
+            .filter(|d| backend_name == Some(d.backend.as_str()))
+            .count()
+            .max(ours_count);
+        match (used.len(), listed) {
+            (n, _) if n >= 2 => Some(true),
+            (1, _) => Some(false),
+            (0, l) if l <= 1 && has_subjects => Some(false),
+            _ => None,
+        }
+    };
+    let run_quotes: Vec<Quote> = if multi_gpu == Some(true) {
+        f.run_devices
+            .iter()
+            .filter(|d| backend_name == Some(d.backend.as_str()))
+            .filter_map(|d| input.corpus.find(&d.line))
+            .take(4)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    (multi_gpu, run_quotes)
+}
+
+/// Everything the quirk conditions are evaluated against.
+fn scene_of<'a>(
+    input: &'a Input<'a>,
+    (plan_backend, plan): (Option<Backend>, Option<&Plan>),
+    vmm: VmmFacts,
+    (backend_name, ours_count): (Option<&str>, usize),
+    subjects: Vec<Subject>,
+) -> Scene<'a> {
+    let VmmFacts {
+        compiled,
+        quotes: vmm_quotes,
+        min_build,
+        max_build,
+        ..
+    } = vmm;
+    let (multi_gpu, run_quotes) =
+        multi_gpu_of(input, backend_name, ours_count, !subjects.is_empty());
+    let machine = input.machine.as_ref().map(|m| m.report);
+    let uma_set = input
+        .env_set
+        .iter()
+        .any(|e| e == "GGML_CUDA_ENABLE_UNIFIED_MEMORY");
+    let plan_uma = plan.as_ref().is_some_and(|p| {
+        p.groups.iter().any(|g| {
+            g.env
+                .iter()
+                .any(|e| e.name == "GGML_CUDA_ENABLE_UNIFIED_MEMORY")
+        })
+    });
+    Scene {
+        input,
+        backend: plan_backend,
+        runtime: plan
+            .as_ref()
+            .and_then(|p| p.toolkit.version.as_deref())
+            .and_then(|v| v.parse().ok()),
+        vmm_build: compiled,
+        vmm_quotes,
+        multi_gpu,
+        run_quotes,
+        igpu_with_dgpu: {
+            let apus: Vec<Option<bool>> = subjects.iter().map(|s| s.apu).collect();
+            if apus.iter().any(|a| a.is_none()) {
+                None
+            } else {
+                Some(apus.contains(&Some(true)) && apus.contains(&Some(false)))
+            }
+        },
+        peer_problem: machine.map(|r| {
+            r.peers
+                .iter()
+                .any(|p| p.can_access == Some(false) || p.copy_ok == Some(false))
+        }),
+        uma: uma_set || plan_uma,
+        min_build,
+        max_build,
+        subjects,
+    }
+}
+
+/// A build number the output does not give, or one that --llama-build overrides.
+fn judge_build_number(input: &Input<'_>, out: &mut Vec<Finding>) {
+    let f = input.facts;
     match (input.build.value, f.version.reported_build) {
         (None, Some(0)) => out.push(
             Finding::new(
@@ -379,15 +864,17 @@ pub fn judge(input: &Input<'_>) -> Judgement {
         )),
         _ => {}
     }
+}
 
-    // ---- backend --------------------------------------------------------------------------
-    let backend_name = f.gpu_backend().map(str::to_string);
-    let backend = backend_name.as_deref().and_then(backend_of);
-    let machine_gpus: Vec<&Device> = input
-        .machine
-        .as_ref()
-        .map(|m| m.report.devices.iter().collect())
-        .unwrap_or_default();
+/// Why a build is judged no further (CPU only, no backend named, nothing recognised, a backend
+/// other than CUDA/HIP), and every backend that failed to start.
+fn judge_backend_kind(
+    input: &Input<'_>,
+    backend_name: Option<&str>,
+    machine_gpus: &[&Device],
+    out: &mut Vec<Finding>,
+) {
+    let f = input.facts;
     for e in &f.init_errors {
         out.push(
             Finding::new(
@@ -455,7 +942,7 @@ pub fn judge(input: &Input<'_>) -> Judgement {
             )
             .fix("include the output of `--list-devices` (add --verbose for the per-device lines)"));
         }
-    } else if let Some(name) = backend_name.as_deref()
+    } else if let Some(name) = backend_name
         && !CUDA_FAMILY.contains(&name)
     {
         out.push(Finding::new(
@@ -465,379 +952,55 @@ pub fn judge(input: &Input<'_>) -> Judgement {
             format!("gpuprobe judges the CUDA/HIP backend (ggml-cuda); this build uses {name}"),
         ));
     }
+}
 
-    // Machine devices of the build's backend.
-    let ours: Vec<&Device> = match backend {
-        Some(b) => machine_gpus
-            .iter()
-            .copied()
-            .filter(|d| d.backend == b)
-            .collect(),
-        None => Vec::new(),
-    };
-    if let (Some(b), Some(m)) = (backend, input.machine.as_ref())
-        && ours.is_empty()
-    {
-        let others: Vec<String> = machine_gpus.iter().map(|d| label_machine(d)).collect();
-        let level = if others.is_empty() {
-            Level::Warning
-        } else {
-            Level::Error
-        };
-        let why = if others.is_empty() {
-            let status = m.report.backends.iter().find(|s| s.backend == b);
-            let detail = status
-                .map(|s| {
-                    format!(
-                        " ({}{})",
-                        s.status,
-                        s.hint
-                            .as_deref()
-                            .map(|h| format!(": {h}"))
-                            .unwrap_or_default()
-                    )
-                })
-                .unwrap_or_default();
-            format!("{} shows no {} device{detail}", m.label, b.name())
-        } else {
-            format!("{} shows only {}", m.label, others.join(", "))
-        };
-        out.push(
-            Finding::new(
-                "backend-mismatch",
-                level,
-                format!(
-                    "this is a {} build, and this machine has no {} GPU",
-                    backend_name.as_deref().unwrap_or("?"),
-                    b.name()
-                ),
-                why,
-            )
-            .fix(match machine_gpus.first() {
-                Some(d) => format!(
-                    "use a build for this machine's GPUs: gpuprobe cmake-flags --backend {} > build.sh",
-                    d.backend.as_str()
-                ),
-                None => format!(
-                    "run it where a {} GPU is visible, or fix what hides it here (`gpuprobe detect` says what it found); the findings below are judged from the devices the build lists",
-                    b.name()
-                ),
-            })
-            .devices(others),
-        );
-    }
-
-    // ---- the plan: what gpuprobe would build here ---------------------------------------------
-    let llama = LlamaTarget {
-        build: input.build.value,
-        source: input.build.source.to_string(),
-        checkout: None,
-    };
-    // A failure log that names no backend (a kernel log, an abort message) is judged against
-    // the plan for this machine's GPUs when they are all of one backend.
-    let plan_backend = backend.or_else(|| {
-        let backends = dedup(machine_gpus.iter().map(|d| d.backend));
-        (!input.hits.is_empty() && !f.cpu_only() && backends.len() == 1).then(|| backends[0])
-    });
-    let plan_ours: Vec<&Device> = match (backend, plan_backend) {
-        (None, Some(b)) => machine_gpus
-            .iter()
-            .copied()
-            .filter(|d| d.backend == b)
-            .collect(),
-        _ => ours.clone(),
-    };
-    let mut plan: Option<Plan> = plan_backend.and_then(|b| {
-        let devices = match input.machine.as_ref() {
-            Some(m) if !plan_ours.is_empty() => Devices::Measured {
-                report: m.report,
-                mode: m.mode,
-            },
-            // No device of this backend here (or not probed): plan for the build's own devices.
-            _ => {
-                let mut archs: Vec<String> = Vec::new();
-                for d in f
-                    .devices
-                    .iter()
-                    .filter(|d| d.backend == backend_name.as_deref().unwrap_or(""))
-                {
-                    if let Some(a) = &d.arch
-                        && k.targets.get(a).is_some()
-                        && !archs.contains(a)
-                    {
-                        archs.push(a.clone());
-                    }
-                }
-                if archs.is_empty() {
-                    return None;
-                }
-                Devices::Declared(archs)
-            }
-        };
-        let req = Request {
-            devices,
-            backend: Some(b),
-            llama: llama.clone(),
-            rocm: None,
-            cuda: None,
-            rocm_source: "unknown".into(),
-            cuda_source: "unknown".into(),
-            os: input.os,
-            env_set: input.env_set.clone(),
-            force_no_vmm: false,
-            evidence: Default::default(),
-        };
-        resolve(k, &req).ok()
-    });
-
-    // Subjects for quirk matching and architecture checks: this machine's devices of the build's
-    // backend (all of them when the input names no backend, a kernel log alone say), else the
-    // devices the build lists.
-    let machine_subjects: Vec<&Device> = if backend.is_none() && ours.is_empty() {
-        machine_gpus.clone()
-    } else {
-        ours.clone()
-    };
-    let subjects: Vec<Subject> = if !machine_subjects.is_empty() {
-        machine_subjects
-            .iter()
-            .map(|d| Subject {
-                label: label_machine(d),
-                vendor: d.vendor,
-                arch: d.arch.clone(),
-                index: Some(d.index),
-                apu: d
-                    .integrated
-                    .or_else(|| k.targets.get(&d.arch).map(|t| t.apu)),
-                smoke: Some(smoke_word(d).to_string()),
-                driver: d.driver_version.as_deref().and_then(|v| v.parse().ok()),
-                line: backend_name
-                    .as_deref()
-                    .and_then(|n| build_line_for(f, n, d))
-                    .map(|l| l.line.clone()),
-                vendor_known: true,
-            })
-            .collect()
-    } else {
-        f.devices
-            .iter()
-            .filter(|d| backend_name.as_deref() == Some(d.backend.as_str()))
-            .filter_map(|d| {
-                let b = backend_of(&d.backend)?;
-                Some(Subject {
-                    label: label_build(d),
-                    vendor: b.vendor(),
-                    arch: d.arch.clone()?,
-                    index: Some(d.index),
-                    apu: d
-                        .arch
-                        .as_deref()
-                        .and_then(|a| k.targets.get(a))
-                        .map(|t| t.apu),
-                    smoke: None,
-                    driver: None,
-                    line: Some(d.line.clone()),
-                    vendor_known: true,
-                })
-            })
-            .collect()
-    };
-
-    // ---- VMM ------------------------------------------------------------------------------------
-    // A device listed with `VMM: no` that this machine's probe reports as VMM-capable means the
-    // pool was compiled out (llama.cpp asks the same attribute).
-    let mut vmm_quotes: Vec<Quote> = Vec::new();
-    if let Some(r) = f.cuda_registry() {
-        vmm_quotes.extend(input.corpus.find(&r.line));
-    } else if let Some(d) = f.devices.iter().find(|d| d.vmm.is_some()) {
-        vmm_quotes.extend(input.corpus.find(&d.line));
-    }
-    if compiled.is_none()
-        && let Some(name) = backend_name.as_deref()
-    {
-        for d in &ours {
-            if d.vmm_supported == Some(true)
-                && let Some(line) = build_line_for(f, name, d)
-                && line.vmm == Some(false)
-            {
-                compiled = Some(false);
-                evidence = format!(
-                    "device {} ({}) is listed with `VMM: no` although {} reports VMM support for it: the VMM pool is compiled out",
-                    line.index,
-                    line.name,
-                    input
-                        .machine
-                        .as_ref()
-                        .map_or("the probe", |m| m.label.as_str())
-                );
-                vmm_quotes = input.corpus.find(&line.line).into_iter().collect();
-                break;
-            }
-        }
-    }
-    // What the failures in the input prove: the pool (a legacy-pool OOM), a minimum build (a
-    // flush line). A build that says it itself wins over a hit.
-    let mut min_build: Option<u64> = None;
-    let mut max_build: Option<u64> = None;
-    for h in input.hits {
-        let row = &k.signatures.rows[h.row].spec;
-        if compiled.is_none()
-            && let Some(v) = row.implies.vmm_build
-        {
-            compiled = Some(v);
-            evidence = format!(
-                "the log shows {} (`{}`), which only a build {} the VMM pool prints",
-                row.title,
-                h.quotes.first().map(|q| q.text.as_str()).unwrap_or(""),
-                if v { "with" } else { "without" }
-            );
-            vmm_quotes = h.quotes.iter().take(3).cloned().collect();
-        }
-        if let Some(m) = row.implies.min_build {
-            min_build = Some(min_build.map_or(m, |x: u64| x.max(m)));
-        }
-        if let Some(m) = row.implies.max_build {
-            max_build = Some(max_build.map_or(m, |x: u64| x.min(m)));
-        }
-    }
-    let multi_gpu = {
-        let used: Vec<&super::parse::RunDevice> = f
-            .run_devices
-            .iter()
-            .filter(|d| backend_name.as_deref() == Some(d.backend.as_str()))
-            .collect();
-        let listed = f
-            .devices
-            .iter()
-            .filter(|d| backend_name.as_deref() == Some(d.backend.as_str()))
-            .count()
-            .max(ours.len());
-        match (used.len(), listed) {
-            (n, _) if n >= 2 => Some(true),
-            (1, _) => Some(false),
-            (0, l) if l <= 1 && !subjects.is_empty() => Some(false),
-            _ => None,
-        }
-    };
-    let run_quotes: Vec<Quote> = if multi_gpu == Some(true) {
-        f.run_devices
-            .iter()
-            .filter(|d| backend_name.as_deref() == Some(d.backend.as_str()))
-            .filter_map(|d| input.corpus.find(&d.line))
-            .take(4)
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let machine = input.machine.as_ref().map(|m| m.report);
-    let uma_set = input
-        .env_set
-        .iter()
-        .any(|e| e == "GGML_CUDA_ENABLE_UNIFIED_MEMORY");
-    let plan_uma = plan.as_ref().is_some_and(|p| {
-        p.groups.iter().any(|g| {
-            g.env
+/// HIP builds do not print their GPU targets: say what cannot be checked, and what the plan
+/// builds.
+fn judge_hip_archs(
+    input: &Input<'_>,
+    scene: &Scene<'_>,
+    summary: Option<&PlanSummary>,
+    out: &mut Vec<Finding>,
+) {
+    let archs: Vec<String> = dedup(scene.subjects.iter().map(|s| s.arch.clone()));
+    let targets = summary
+        .as_ref()
+        .and_then(|p| p.groups.first())
+        .and_then(|g| {
+            g.cmake_args
                 .iter()
-                .any(|e| e.name == "GGML_CUDA_ENABLE_UNIFIED_MEMORY")
+                .find(|a| a.starts_with("-DGPU_TARGETS=") || a.starts_with("-DAMDGPU_TARGETS="))
         })
-    });
-    let scene = Scene {
-        input,
-        backend: plan_backend,
-        runtime: plan
-            .as_ref()
-            .and_then(|p| p.toolkit.version.as_deref())
-            .and_then(|v| v.parse().ok()),
-        vmm_build: compiled,
-        vmm_quotes,
-        multi_gpu,
-        run_quotes,
-        igpu_with_dgpu: {
-            let apus: Vec<Option<bool>> = subjects.iter().map(|s| s.apu).collect();
-            if apus.iter().any(|a| a.is_none()) {
-                None
-            } else {
-                Some(apus.contains(&Some(true)) && apus.contains(&Some(false)))
-            }
-        },
-        peer_problem: machine.map(|r| {
-            r.peers
-                .iter()
-                .any(|p| p.can_access == Some(false) || p.copy_ok == Some(false))
-        }),
-        uma: uma_set || plan_uma,
-        min_build,
-        max_build,
-        subjects,
-    };
-    if let Some(p) = plan.as_mut() {
-        attribute::adjust_plan(&scene, p, &llama);
-    }
-    let summary = plan.as_ref().map(summarise);
-
-    let mut vmm_finding_cites_q2 = false;
-    if let Some(b) = backend {
-        judge_vmm(
-            input,
-            b,
-            &ours,
-            plan.as_ref(),
-            compiled,
-            &evidence,
-            &scene.vmm_quotes,
-            &mut out,
-            &mut vmm_finding_cites_q2,
-        );
-    }
-
-    // ---- CUDA architectures -----------------------------------------------------------------------
-    if backend == Some(Backend::Cuda) {
-        judge_archs(input, &scene.subjects, summary.as_ref(), &mut out);
-    } else if backend == Some(Backend::Hip) {
-        let archs: Vec<String> = dedup(scene.subjects.iter().map(|s| s.arch.clone()));
-        let targets = summary
-            .as_ref()
-            .and_then(|p| p.groups.first())
-            .and_then(|g| {
-                g.cmake_args
-                    .iter()
-                    .find(|a| a.starts_with("-DGPU_TARGETS=") || a.starts_with("-DAMDGPU_TARGETS="))
-            })
-            .cloned();
-        let mut finding = Finding::new(
-            "archs-not-visible",
-            Level::Info,
-            "HIP builds do not print their GPU targets",
-            format!(
-                "system_info has no ARCHS for ROCm, so gpuprobe cannot check that {} is in the build's GPU_TARGETS; a missing target fails only when the first kernel runs (`invalid device function`)",
-                if archs.is_empty() { "this machine's architecture".to_string() } else { archs.join(", ") }
-            ),
-        )
-        .evidence(scene.subjects.iter().filter_map(|s| s.line.as_deref().and_then(|l| input.corpus.find(l))));
-        match targets {
-            Some(t) => {
-                finding = finding.fix(format!("build with explicit GPU targets for every GPU that will run it, as the plan does ({t}); an iGPU that is not targeted can be hidden with HIP_VISIBLE_DEVICES"));
-                finding.flags = vec![t];
-            }
-            None => finding = finding.fix("build with explicit GPU targets for every GPU that will run it (gpuprobe cmake-flags does); an iGPU that is not targeted can be hidden with HIP_VISIBLE_DEVICES"),
+        .cloned();
+    let mut finding = Finding::new(
+        "archs-not-visible",
+        Level::Info,
+        "HIP builds do not print their GPU targets",
+        format!(
+            "system_info has no ARCHS for ROCm, so gpuprobe cannot check that {} is in the build's GPU_TARGETS; a missing target fails only when the first kernel runs (`invalid device function`)",
+            if archs.is_empty() { "this machine's architecture".to_string() } else { archs.join(", ") }
+        ),
+    )
+    .evidence(scene.subjects.iter().filter_map(|s| s.line.as_deref().and_then(|l| input.corpus.find(l))));
+    match targets {
+        Some(t) => {
+            finding = finding.fix(format!("build with explicit GPU targets for every GPU that will run it, as the plan does ({t}); an iGPU that is not targeted can be hidden with HIP_VISIBLE_DEVICES"));
+            finding.flags = vec![t];
         }
-        out.push(finding);
+        None => finding = finding.fix("build with explicit GPU targets for every GPU that will run it (gpuprobe cmake-flags does); an iGPU that is not targeted can be hidden with HIP_VISIBLE_DEVICES"),
     }
+    out.push(finding);
+}
 
-    // ---- failures the input shows, and quirks whose conditions it meets ------------------------------
-    let attributed = attribute::symptom_findings(&scene, summary.as_ref(), &mut out);
-    if backend.is_some() && !scene.subjects.is_empty() {
-        attribute::condition_findings(
-            &scene,
-            summary.as_ref(),
-            &attributed,
-            vmm_finding_cites_q2,
-            &mut out,
-        );
-    }
-
-    // ---- devices the build saw vs this machine ------------------------------------------------------
-    if let (Some(m), Some(name)) = (input.machine.as_ref(), backend_name.as_deref()) {
+/// The devices the build's output lists against this machine's devices of its backend.
+fn judge_devices_differ(
+    input: &Input<'_>,
+    backend_name: Option<&str>,
+    ours: &[&Device],
+    out: &mut Vec<Finding>,
+) {
+    let f = input.facts;
+    if let (Some(m), Some(name)) = (input.machine.as_ref(), backend_name) {
         let lines: Vec<&DeviceLine> = f.devices.iter().filter(|d| d.backend == name).collect();
         let listed = f.listed.iter().filter(|d| d.backend == name).count();
         let seen = lines.len().max(listed);
@@ -861,14 +1024,6 @@ pub fn judge(input: &Input<'_>) -> Judgement {
                 ));
             }
         }
-    }
-
-    let mut out = merge_same(out);
-    out.sort_by_key(|f| std::cmp::Reverse(f.level));
-    Judgement {
-        findings: out,
-        plan: summary,
-        vmm: VmmVerdict { compiled, evidence },
     }
 }
 

@@ -1154,99 +1154,21 @@ fn judge_vmm_inner(
             .unwrap_or_default();
         let all_passed =
             !devs.is_empty() && devs.iter().all(|d| d.smoke.outcome == SmokeOutcome::Pass);
+        let gv = GroupVmm {
+            pg,
+            devs,
+            labels,
+            reason,
+            flag_quirks,
+            all_passed,
+        };
         match (compiled, g.vmm) {
             (Some(false), true) => {
                 *cites_q2 = true;
-                let level = if all_passed {
-                    Level::Warning
-                } else {
-                    Level::Info
-                };
-                let measured = if all_passed {
-                    "the VMM smoke test passed on every device, so the VMM pool is safe here"
-                        .to_string()
-                } else {
-                    format!(
-                        "gpuprobe would build with VMM here ({reason}), but the smoke test was not run on this machine"
-                    )
-                };
-                out.push(
-                    Finding::new(
-                        "vmm-compiled-out",
-                        level,
-                        format!("built without VMM although VMM is safe {here}"),
-                        format!(
-                            "{evidence}. The legacy pool keeps every peak-sized scratch buffer, so with flash attention and long context VRAM creeps up until `out of memory`; {measured}"
-                        ),
-                    )
-                    .fix(rebuild_command(pg, &input.script_hint))
-                    .asks(pg, [format!("-D{vmm_flag}=OFF")])
-                    .quirks([ids::LEGACY_POOL_CREEP.to_string()])
-                    .quirks(flag_quirks)
-                    .devices(labels),
-                );
+                out.push(vmm_compiled_out(input, &gv, here, evidence, vmm_flag));
             }
             (Some(true), false) => {
-                let failed: Vec<&&Device> = devs.iter().filter(|d| measured_failure(d)).collect();
-                let no_attr: Vec<&&Device> = devs
-                    .iter()
-                    .filter(|d| d.vmm_supported == Some(false))
-                    .collect();
-                let quirk_level = flag_quirks
-                    .iter()
-                    .filter_map(|id| input.knowledge.quirk(id))
-                    .map(|q| Level::of(q.severity))
-                    .max()
-                    .unwrap_or(Level::Warning);
-                // Judged from the build's own device list, nothing was measured: a quirk that
-                // could match is a warning, not a certain failure.
-                let quirk_level = if plan.mode == Mode::Targets {
-                    quirk_level.min(Level::Warning)
-                } else {
-                    quirk_level
-                };
-                let (level, why) = if !failed.is_empty() {
-                    let words: Vec<String> = failed
-                        .iter()
-                        .map(|d| format!("device {} ({}): {}", d.index, d.name, smoke_words(d)))
-                        .collect();
-                    (
-                        Level::Error,
-                        format!(
-                            "{evidence}, but on this machine {}. llama.cpp has no fallback: it aborts (`VMM Failure`) or hangs at the first VMM allocation",
-                            words.join("; ")
-                        ),
-                    )
-                } else if !no_attr.is_empty() && no_attr.len() == devs.len() {
-                    (
-                        Level::Info,
-                        format!(
-                            "{evidence}; the device reports no VMM support, so llama.cpp uses the legacy pool on it anyway ({reason})"
-                        ),
-                    )
-                } else {
-                    (
-                        quirk_level,
-                        format!("{evidence}, but VMM is not safe here: {reason}"),
-                    )
-                };
-                let mut f = Finding::new(
-                    "vmm-unsafe",
-                    level,
-                    format!("built with VMM, which is not safe {here}"),
-                    why,
-                )
-                .quirks(flag_quirks)
-                .devices(labels);
-                if level != Level::Info {
-                    f = f
-                        .fix(format!(
-                            "rebuild without the VMM pool ({vmm_flag}=ON): {}",
-                            rebuild_command(pg, &input.script_hint)
-                        ))
-                        .asks(pg, [format!("-D{vmm_flag}=ON")]);
-                }
-                out.push(f);
+                out.push(vmm_unsafe(input, &gv, plan.mode, here, evidence, vmm_flag));
             }
             (Some(c), v) if c == v => out.push(
                 Finding::new(
@@ -1259,23 +1181,157 @@ fn judge_vmm_inner(
                             "built without VMM (legacy pool), as gpuprobe would build it {here}"
                         )
                     },
-                    format!("{evidence}; gpuprobe's plan: {reason}"),
+                    format!("{evidence}; gpuprobe's plan: {}", gv.reason),
                 )
-                .quirks(flag_quirks)
-                .devices(labels),
+                .quirks(gv.flag_quirks)
+                .devices(gv.labels),
             ),
             _ => {
                 // The plan's reason is quoted: so are the records it names.
-                let mut f = vmm_unknown(b, input, evidence).quirks(flag_quirks);
+                let mut f = vmm_unknown(b, input, evidence).quirks(gv.flag_quirks);
                 f.reason.push_str(&format!(
-                    "; gpuprobe would build {} here ({reason})",
-                    if g.vmm { "with VMM" } else { "without VMM" }
+                    "; gpuprobe would build {} here ({})",
+                    if g.vmm { "with VMM" } else { "without VMM" },
+                    gv.reason
                 ));
-                f.devices = labels;
+                f.devices = gv.labels;
                 out.push(f);
             }
         }
     }
+}
+
+/// One plan group as the VMM findings speak of it: the devices (or targets) it covers, and why
+/// the plan builds it with or without VMM.
+struct GroupVmm<'p> {
+    pg: &'p PlanGroup,
+    devs: Vec<&'p Device>,
+    labels: Vec<String>,
+    reason: String,
+    flag_quirks: Vec<String>,
+    all_passed: bool,
+}
+
+/// Built without VMM where the plan would build with it.
+fn vmm_compiled_out(
+    input: &Input<'_>,
+    gv: &GroupVmm<'_>,
+    here: &str,
+    evidence: &str,
+    vmm_flag: &str,
+) -> Finding {
+    let GroupVmm {
+        pg,
+        labels,
+        reason,
+        flag_quirks,
+        ..
+    } = gv;
+    let all_passed = gv.all_passed;
+    let level = if all_passed {
+        Level::Warning
+    } else {
+        Level::Info
+    };
+    let measured = if all_passed {
+        "the VMM smoke test passed on every device, so the VMM pool is safe here".to_string()
+    } else {
+        format!(
+            "gpuprobe would build with VMM here ({reason}), but the smoke test was not run on this machine"
+        )
+    };
+    Finding::new(
+            "vmm-compiled-out",
+            level,
+            format!("built without VMM although VMM is safe {here}"),
+            format!(
+                "{evidence}. The legacy pool keeps every peak-sized scratch buffer, so with flash attention and long context VRAM creeps up until `out of memory`; {measured}"
+            ),
+        )
+        .fix(rebuild_command(pg, &input.script_hint))
+        .asks(pg, [format!("-D{vmm_flag}=OFF")])
+        .quirks([ids::LEGACY_POOL_CREEP.to_string()])
+        .quirks(flag_quirks.clone())
+        .devices(labels.clone())
+}
+
+/// Built with VMM where the plan would not: an error where the smoke test failed here.
+fn vmm_unsafe(
+    input: &Input<'_>,
+    gv: &GroupVmm<'_>,
+    mode: Mode,
+    here: &str,
+    evidence: &str,
+    vmm_flag: &str,
+) -> Finding {
+    let GroupVmm {
+        pg,
+        devs,
+        labels,
+        reason,
+        flag_quirks,
+        ..
+    } = gv;
+    let failed: Vec<&&Device> = devs.iter().filter(|d| measured_failure(d)).collect();
+    let no_attr: Vec<&&Device> = devs
+        .iter()
+        .filter(|d| d.vmm_supported == Some(false))
+        .collect();
+    let quirk_level = flag_quirks
+        .iter()
+        .filter_map(|id| input.knowledge.quirk(id))
+        .map(|q| Level::of(q.severity))
+        .max()
+        .unwrap_or(Level::Warning);
+    // Judged from the build's own device list, nothing was measured: a quirk that
+    // could match is a warning, not a certain failure.
+    let quirk_level = if mode == Mode::Targets {
+        quirk_level.min(Level::Warning)
+    } else {
+        quirk_level
+    };
+    let (level, why) = if !failed.is_empty() {
+        let words: Vec<String> = failed
+            .iter()
+            .map(|d| format!("device {} ({}): {}", d.index, d.name, smoke_words(d)))
+            .collect();
+        (
+            Level::Error,
+            format!(
+                "{evidence}, but on this machine {}. llama.cpp has no fallback: it aborts (`VMM Failure`) or hangs at the first VMM allocation",
+                words.join("; ")
+            ),
+        )
+    } else if !no_attr.is_empty() && no_attr.len() == devs.len() {
+        (
+            Level::Info,
+            format!(
+                "{evidence}; the device reports no VMM support, so llama.cpp uses the legacy pool on it anyway ({reason})"
+            ),
+        )
+    } else {
+        (
+            quirk_level,
+            format!("{evidence}, but VMM is not safe here: {reason}"),
+        )
+    };
+    let mut f = Finding::new(
+        "vmm-unsafe",
+        level,
+        format!("built with VMM, which is not safe {here}"),
+        why,
+    )
+    .quirks(flag_quirks.clone())
+    .devices(labels.clone());
+    if level != Level::Info {
+        f = f
+            .fix(format!(
+                "rebuild without the VMM pool ({vmm_flag}=ON): {}",
+                rebuild_command(pg, &input.script_hint)
+            ))
+            .asks(pg, [format!("-D{vmm_flag}=ON")]);
+    }
+    f
 }
 
 fn vmm_unknown(b: Backend, input: &Input<'_>, evidence: &str) -> Finding {

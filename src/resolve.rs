@@ -88,11 +88,178 @@ impl VmmDecision {
 }
 
 pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
-    let mut trace = Vec::new();
-    let mut refusals = Vec::new();
+    let mut acc = PlanNotes::default();
     let (mode, mut units, report) = collect_units(k, req)?;
     let known_ids: Vec<String> = k.quirks.iter().map(|q| q.id.clone()).collect();
 
+    let (backend, switch) = choose_backend(k, req, &mut units)?;
+
+    // Buildability is a question for the toolkit that will compile; runtime quirks are a question
+    // for the runtime the devices were measured with, when there is one.
+    let toolkit = req.toolkit(backend).0.cloned();
+    let measured = measured_runtime(report, backend);
+    let runtime = measured.clone().or_else(|| toolkit.clone());
+    check_toolkit_for_targets(k, backend, toolkit.as_ref(), &units, &known_ids, &mut acc);
+
+    let build = req.llama.effective_build(&k.options);
+    let driver = report
+        .and_then(|r| r.devices.first())
+        .and_then(|d| d.driver_version.as_deref())
+        .and_then(|s| s.parse().ok());
+    let (multi_gpu, igpu_with_dgpu) = machine_traits(k, mode, &units, report, backend);
+    let peer_problem = report.map(|r| {
+        r.peers
+            .iter()
+            .any(|p| p.can_access == Some(false) || p.copy_ok == Some(false))
+    });
+    let env_set: Vec<String> = req.env_set.clone();
+    let evidence = evidence_for(req, report, mode);
+    let vmm_switch = vmm_switch(k, req, backend);
+
+    // The toolkit that will build against the driver that was measured (CUDA only).
+    toolkit_vs_driver(req, backend, toolkit.as_ref(), report, &mut acc);
+    let mut planned: Vec<Planned> = Vec::new();
+
+    for u in &units {
+        let smoke = unit_smoke(u);
+        let base_ctx = Context {
+            targets: &k.targets,
+            vendor: u.vendor,
+            arch: &u.arch,
+            os: Some(req.os),
+            runtime: runtime.as_ref(),
+            driver: driver.as_ref(),
+            llama_build: if req.llama.checkout.is_some() && req.llama.build.is_none() {
+                None
+            } else {
+                Some(build)
+            },
+            apu: u.apu,
+            multi_gpu,
+            igpu_with_dgpu,
+            vmm_build: None,
+            uma: None,
+            peer_problem,
+            smoke: smoke.as_deref(),
+            env_set: &env_set,
+        };
+        refuse_unusable_devices(u, &mut acc.refusals);
+
+        let decision = match &vmm_switch {
+            VmmSwitch::CompiledOut => VmmDecision::legacy(
+                format!(
+                    "llama.cpp build {build} has no VMM pool for HIP (it was compiled for HIP from build 4548 on): the legacy pool whatever the flags"
+                ),
+                vec![],
+                None,
+            ),
+            VmmSwitch::Flag(flag) => decide_vmm(
+                k,
+                req,
+                backend,
+                flag,
+                u,
+                &base_ctx,
+                runtime.as_ref(),
+                &evidence,
+                &mut acc.trace,
+            ),
+        };
+        let vmm = decision.vmm;
+        let mut out = UnitOut::default();
+        match express_vmm(k, req, &vmm_switch, &decision, &u.arch, &known_ids) {
+            Expressed::Flag(f) => out.flags.push(f),
+            Expressed::Note(n) => acc.notes.push(n),
+        }
+
+        // Two passes: the first finds whether unified memory is recommended (quirks may depend on it).
+        let mut ctx = base_ctx.clone();
+        ctx.vmm_build = Some(vmm);
+        apply_quirks(k, req, u, build, ctx, &mut out, &mut acc);
+        planned.push(Planned {
+            arch: u.arch.clone(),
+            devices: u.devices.iter().map(|d| d.index).collect(),
+            vmm,
+            flags: out.flags,
+            env: out.env,
+        });
+    }
+
+    let one_machine = matches!(mode, Mode::Probe | Mode::Report | Mode::Machine);
+    let mut groups = group(k, req, backend, switch, mode, planned, one_machine);
+    drop_overrides_for_unbuilt_targets(&mut groups, &mut acc.notes);
+    warn_environment(report, &known_ids, &mut acc.warnings);
+    dedup_notes(&mut acc.warnings);
+    dedup_notes(&mut acc.notes);
+    dedup_notes(&mut acc.refusals);
+    let mut plan = Plan {
+        schema: SCHEMA,
+        gpuprobe_version: env!("CARGO_PKG_VERSION"),
+        mode,
+        backend,
+        os: req.os,
+        llama: LlamaRef {
+            build: req.llama.build,
+            effective_build: build,
+            source: req.llama.source.clone(),
+        },
+        toolkit: toolkit_ref(req, backend, measured.as_ref()),
+        groups,
+        warnings: acc.warnings,
+        notes: acc.notes,
+        refusals: acc.refusals,
+        trace: acc.trace,
+    };
+    plan.cite_quirks(&known_ids);
+    Ok(plan)
+}
+
+/// The toolkit the plan names: the version declared (how), else the runtime measured.
+fn toolkit_ref(req: &Request<'_>, backend: Backend, measured: Option<&Version>) -> ToolkitRef {
+    let (declared, declared_source) = req.toolkit(backend);
+    ToolkitRef {
+        name: backend.toolkit(),
+        version: declared.or(measured).map(|v| v.to_string()),
+        source: if declared.is_some() {
+            declared_source.to_string()
+        } else if measured.is_some() {
+            "measured runtime".into()
+        } else {
+            "unknown".into()
+        },
+    }
+}
+
+/// The records a decision may draw on: the given ones plus this plan's own measurements.
+fn evidence_for(req: &Request<'_>, report: Option<&Report>, mode: Mode) -> Evidence {
+    let mut evidence = req.evidence.clone();
+    if let Some(r) = report {
+        let origin = match mode {
+            Mode::Probe => "this machine's probe".to_string(),
+            _ => "the report planned for".to_string(),
+        };
+        evidence.add_report(r, &origin);
+    }
+    evidence
+}
+
+/// Variables set in the measured environment that change what the runtime does.
+fn warn_environment(report: Option<&Report>, known_ids: &[String], warnings: &mut Vec<Note>) {
+    for e in report.map(|r| r.environment.as_slice()).unwrap_or_default() {
+        let message = format!("{}={} is set: {}", e.name, e.value, e.effect);
+        // The effect text cites the record that explains it (HSA_OVERRIDE_GFX_VERSION: Q9).
+        let cited = crate::plan::named_quirks(&message, known_ids);
+        warnings.push(note(Severity::Medium, message, &cited, &[]));
+    }
+}
+
+/// The backend to plan for (the one asked for, else the one the units' vendor implies) and the
+/// option that switches it on in this llama.cpp build; units of other vendors are dropped.
+fn choose_backend(
+    k: &Knowledge,
+    req: &Request<'_>,
+    units: &mut Vec<Unit<'_>>,
+) -> Result<(Backend, &'static str), crate::Error> {
     let vendors: Vec<Vendor> = dedup(units.iter().map(|u| u.vendor));
     let backend = match (req.backend, vendors.as_slice()) {
         (Some(b), _) => {
@@ -133,25 +300,28 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
             fix: "declare targets with --targets (e.g. gfx1100,gfx120X or sm_90)".into(),
         });
     }
+    Ok((backend, switch))
+}
 
+/// Targets the toolkit cannot build (refused), or, with the toolkit unknown, what each target
+/// needs (noted).
+fn check_toolkit_for_targets(
+    k: &Knowledge,
+    backend: Backend,
+    toolkit: Option<&Version>,
+    units: &[Unit<'_>],
+    known_ids: &[String],
+    acc: &mut PlanNotes,
+) {
     let toolkit_name = backend.toolkit();
-    let (declared, declared_source) = req.toolkit(backend);
-    let declared = declared.cloned();
-    let mut warnings: Vec<Note> = Vec::new();
-    let mut notes: Vec<Note> = Vec::new();
-    // Buildability is a question for the toolkit that will compile; runtime quirks are a question
-    // for the runtime the devices were measured with, when there is one.
-    let toolkit = declared.clone();
-    let measured = measured_runtime(report, backend);
-    let runtime = measured.clone().or_else(|| declared.clone());
-    if let Some(v) = &toolkit {
-        for u in &units {
+    if let Some(v) = toolkit {
+        for u in units {
             if let Some(t) = k.targets.get(&u.arch)
                 && let Some(why) = t.unbuildable_with(v)
             {
                 // The target table's note may cite the record behind the bound (gfx1152: Q20).
-                let cited = crate::plan::named_quirks(&why, &known_ids);
-                refusals.push(note(
+                let cited = crate::plan::named_quirks(&why, known_ids);
+                acc.refusals.push(note(
                     Severity::High,
                     why,
                     &cited,
@@ -160,19 +330,19 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
             }
         }
     } else {
-        trace.push(format!(
+        acc.trace.push(format!(
             "{toolkit_name} version unknown: quirks with a version range count as possibly matching; \
              give --{} VER to be precise",
             backend.toolkit_option()
         ));
         // What the target table knows about the toolkit each target needs, said where it cannot
         // be checked.
-        for u in &units {
+        for u in units {
             if let Some(t) = k.targets.get(&u.arch)
                 && let Some(need) = t.toolkit_requirement()
             {
-                let cited = crate::plan::named_quirks(&need, &known_ids);
-                notes.push(note(
+                let cited = crate::plan::named_quirks(&need, known_ids);
+                acc.notes.push(note(
                     Severity::Medium,
                     format!(
                         "needs {need}. The {toolkit_name} version is unknown, so this plan could not check it: give --{} VER",
@@ -184,33 +354,18 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
             }
         }
     }
+}
 
-    let build = req.llama.effective_build(&k.options);
-    let driver = report
-        .and_then(|r| r.devices.first())
-        .and_then(|d| d.driver_version.as_deref())
-        .and_then(|s| s.parse().ok());
-    let (multi_gpu, igpu_with_dgpu) = machine_traits(k, mode, &units, report, backend);
-    let peer_problem = report.map(|r| {
-        r.peers
-            .iter()
-            .any(|p| p.can_access == Some(false) || p.copy_ok == Some(false))
-    });
-    let env_set: Vec<String> = req.env_set.clone();
-    // The records a decision may draw on: the given ones plus this plan's own measurements.
-    let mut evidence = req.evidence.clone();
-    if let Some(r) = report {
-        let origin = match mode {
-            Mode::Probe => "this machine's probe".to_string(),
-            _ => "the report planned for".to_string(),
-        };
-        evidence.add_report(r, &origin);
-    }
-    let vmm_switch = vmm_switch(k, req, backend);
-
-    // The toolkit that will build against the driver that was measured (CUDA only).
+/// The toolkit that will build against the driver that was measured (CUDA only).
+fn toolkit_vs_driver(
+    req: &Request<'_>,
+    backend: Backend,
+    toolkit: Option<&Version>,
+    report: Option<&Report>,
+    acc: &mut PlanNotes,
+) {
     if backend == Backend::Cuda
-        && let (Some(tk), Some(r)) = (&toolkit, report)
+        && let (Some(tk), Some(r)) = (toolkit, report)
         && let Some(drv) = crate::host::toolkit::driver_cuda(r)
         && let Some(m) = crate::host::toolkit::cuda_vs_driver(
             &format!("the toolkit ({}) builds with", req.cuda_source),
@@ -226,236 +381,161 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
             &[],
         );
         match m.level {
-            crate::report::CheckLevel::Error => refusals.push(n),
-            _ => warnings.push(n),
+            crate::report::CheckLevel::Error => acc.refusals.push(n),
+            _ => acc.warnings.push(n),
         }
     }
-    let mut planned: Vec<Planned> = Vec::new();
+}
 
-    for u in &units {
-        let smoke = unit_smoke(u);
-        let base_ctx = Context {
-            targets: &k.targets,
-            vendor: u.vendor,
-            arch: &u.arch,
-            os: Some(req.os),
-            runtime: runtime.as_ref(),
-            driver: driver.as_ref(),
-            llama_build: if req.llama.checkout.is_some() && req.llama.build.is_none() {
-                None
-            } else {
-                Some(build)
-            },
-            apu: u.apu,
-            multi_gpu,
-            igpu_with_dgpu,
-            vmm_build: None,
-            uma: None,
-            peer_problem,
-            smoke: smoke.as_deref(),
-            env_set: &env_set,
-        };
-        for d in &u.devices {
-            if d.smoke.outcome == SmokeOutcome::Crash
-                && matches!(
-                    d.smoke.stage.as_deref(),
-                    None | Some("context") | Some("init")
-                )
-            {
-                refusals.push(note(
-                    Severity::Critical,
-                    format!(
-                        "device {} ({}) crashes at driver initialisation{}: no llama.cpp build can use it until the runtime or driver is fixed",
-                        d.index,
-                        d.name,
-                        d.smoke.signal.map(|s| format!(" (signal {s})")).unwrap_or_default()
-                    ),
-                    &[],
-                    std::slice::from_ref(&u.arch),
-                ));
-            } else if d.arch == "unknown" {
-                // Known only from /proc or sysfs because its probe failed before reporting:
-                // there is no architecture to build for (never emit `...ARCHITECTURES=unknown`).
-                refusals.push(note(
-                    Severity::Critical,
-                    format!(
-                        "device {} ({}): its architecture could not be measured ({}): fix that, or declare the targets with --targets",
-                        d.index,
-                        d.name,
-                        d.smoke.reason.as_deref().unwrap_or("no probe result")
-                    ),
-                    &[],
-                    std::slice::from_ref(&u.arch),
-                ));
-            }
-        }
-
-        let decision = match &vmm_switch {
-            VmmSwitch::CompiledOut => VmmDecision::legacy(
+/// Devices no build can use: a crash at driver initialisation, or an architecture that could not
+/// be measured (never emit `...ARCHITECTURES=unknown`).
+fn refuse_unusable_devices(u: &Unit<'_>, refusals: &mut Vec<Note>) {
+    for d in &u.devices {
+        if d.smoke.outcome == SmokeOutcome::Crash
+            && matches!(
+                d.smoke.stage.as_deref(),
+                None | Some("context") | Some("init")
+            )
+        {
+            refusals.push(note(
+                Severity::Critical,
                 format!(
-                    "llama.cpp build {build} has no VMM pool for HIP (it was compiled for HIP from build 4548 on): the legacy pool whatever the flags"
+                    "device {} ({}) crashes at driver initialisation{}: no llama.cpp build can use it until the runtime or driver is fixed",
+                    d.index,
+                    d.name,
+                    d.smoke.signal.map(|s| format!(" (signal {s})")).unwrap_or_default()
                 ),
-                vec![],
-                None,
-            ),
-            VmmSwitch::Flag(flag) => decide_vmm(
-                k,
-                req,
-                backend,
-                flag,
-                u,
-                &base_ctx,
-                runtime.as_ref(),
-                &evidence,
-                &mut trace,
-            ),
-        };
-        let vmm = decision.vmm;
-        let mut flags = Vec::new();
-        let mut env = Vec::new();
-        match &vmm_switch {
-            VmmSwitch::Flag(flag) if req.llama.declares(&k.options, flag) => {
-                // Cited before the lift command, which must stay the end of the text.
-                let mut reason = decision.reason.clone();
-                let quirks = decision.quirks.clone();
-                crate::plan::cite_quirks(&mut reason, &quirks, &known_ids);
-                if let Some(l) = &decision.lift {
-                    reason = format!("{reason}; to lift it: {l}");
-                }
-                flags.push(Flag {
-                    name: flag.clone(),
-                    value: if vmm { "OFF" } else { "ON" }.into(),
-                    reason,
-                    quirks,
-                    lift: decision.lift.clone(),
-                })
-            }
-            VmmSwitch::Flag(flag) => notes.push(note(
-                Severity::Info,
-                format!("{flag} is not declared in llama.cpp build {build}; the VMM decision ({}) cannot be expressed as a flag there", if vmm { "VMM on" } else { "legacy pool" }),
                 &[],
                 std::slice::from_ref(&u.arch),
-            )),
-            VmmSwitch::CompiledOut => notes.push(note(
-                Severity::Info,
-                decision.reason.clone(),
+            ));
+        } else if d.arch == "unknown" {
+            // Known only from /proc or sysfs because its probe failed before reporting:
+            // there is no architecture to build for (never emit `...ARCHITECTURES=unknown`).
+            refusals.push(note(
+                Severity::Critical,
+                format!(
+                    "device {} ({}): its architecture could not be measured ({}): fix that, or declare the targets with --targets",
+                    d.index,
+                    d.name,
+                    d.smoke.reason.as_deref().unwrap_or("no probe result")
+                ),
                 &[],
                 std::slice::from_ref(&u.arch),
-            )),
+            ));
         }
+    }
+}
 
-        // Two passes: the first finds whether unified memory is recommended (quirks may depend on it).
-        let mut ctx = base_ctx.clone();
-        ctx.vmm_build = Some(vmm);
-        let uma = k.quirks.iter().filter(|q| !q.contested).any(|q| {
-            q.effect.env.contains_key("GGML_CUDA_ENABLE_UNIFIED_MEMORY")
-                && q.evaluate(&ctx).verdict == Tri::Yes
-        });
-        ctx.uma = Some(uma);
-        let verdicts: Vec<(&Quirk, Evaluation)> = k
-            .quirks
-            .iter()
-            .filter(|q| !q.contested)
-            .map(|q| (q, q.evaluate(&ctx)))
-            .filter(|(_, e)| e.verdict.possible())
+/// How a VMM decision reaches the plan: the switch as a flag, or a note where the build cannot
+/// express it (the option undeclared, or no VMM pool for HIP at all).
+enum Expressed {
+    Flag(Flag),
+    Note(Note),
+}
+
+fn express_vmm(
+    k: &Knowledge,
+    req: &Request<'_>,
+    vmm_switch: &VmmSwitch,
+    decision: &VmmDecision,
+    arch: &str,
+    known_ids: &[String],
+) -> Expressed {
+    let build = req.llama.effective_build(&k.options);
+    let vmm = decision.vmm;
+    match &vmm_switch {
+        VmmSwitch::Flag(flag) if req.llama.declares(&k.options, flag) => {
+            // Cited before the lift command, which must stay the end of the text.
+            let mut reason = decision.reason.clone();
+            let quirks = decision.quirks.clone();
+            crate::plan::cite_quirks(&mut reason, &quirks, known_ids);
+            if let Some(l) = &decision.lift {
+                reason = format!("{reason}; to lift it: {l}");
+            }
+            Expressed::Flag(Flag {
+                name: flag.clone(),
+                value: if vmm { "OFF" } else { "ON" }.into(),
+                reason,
+                quirks,
+                lift: decision.lift.clone(),
+            })
+        }
+        VmmSwitch::Flag(flag) => Expressed::Note(note(
+            Severity::Info,
+            format!(
+                "{flag} is not declared in llama.cpp build {build}; the VMM decision ({}) cannot be expressed as a flag there",
+                if vmm { "VMM on" } else { "legacy pool" }
+            ),
+            &[],
+            &[arch.to_string()],
+        )),
+        VmmSwitch::CompiledOut => Expressed::Note(note(
+            Severity::Info,
+            decision.reason.clone(),
+            &[],
+            &[arch.to_string()],
+        )),
+    }
+}
+
+/// Every quirk that could match one unit, evaluated against it (after the VMM decision, which
+/// some conditions read), and applied to its flags, env advice and notes.
+fn apply_quirks(
+    k: &Knowledge,
+    req: &Request<'_>,
+    u: &Unit<'_>,
+    build: u64,
+    mut ctx: Context<'_>,
+    out: &mut UnitOut,
+    acc: &mut PlanNotes,
+) {
+    let uma = k.quirks.iter().filter(|q| !q.contested).any(|q| {
+        q.effect.env.contains_key("GGML_CUDA_ENABLE_UNIFIED_MEMORY")
+            && q.evaluate(&ctx).verdict == Tri::Yes
+    });
+    ctx.uma = Some(uma);
+    let verdicts: Vec<(&Quirk, Evaluation)> = k
+        .quirks
+        .iter()
+        .filter(|q| !q.contested)
+        .map(|q| (q, q.evaluate(&ctx)))
+        .filter(|(_, e)| e.verdict.possible())
+        .collect();
+    // A record that shows another record's env advice to be harmful here withdraws it (and
+    // the advice's own warning, which would recommend it).
+    let withdrawn: Vec<(&String, &str)> = verdicts
+        .iter()
+        .filter(|(_, e)| e.verdict == Tri::Yes)
+        .flat_map(|(q, _)| q.effect.withdraw_env.iter().map(|n| (n, q.id.as_str())))
+        .collect();
+    for (q, evaluation) in &verdicts {
+        let verdict = &evaluation.verdict;
+        acc.trace.push(format!(
+            "{} {}: {} [{}]",
+            u.arch,
+            q.id,
+            tri_word(*verdict),
+            evaluation.explain()
+        ));
+        let by: Vec<&str> = q
+            .effect
+            .env
+            .keys()
+            .filter_map(|n| withdrawn.iter().find(|(w, _)| *w == n).map(|(_, by)| *by))
             .collect();
-        // A record that shows another record's env advice to be harmful here withdraws it (and
-        // the advice's own warning, which would recommend it).
-        let withdrawn: Vec<(&String, &str)> = verdicts
-            .iter()
-            .filter(|(_, e)| e.verdict == Tri::Yes)
-            .flat_map(|(q, _)| q.effect.withdraw_env.iter().map(|n| (n, q.id.as_str())))
-            .collect();
-        for (q, evaluation) in &verdicts {
-            let verdict = &evaluation.verdict;
-            trace.push(format!(
-                "{} {}: {} [{}]",
+        if !q.effect.env.is_empty() && by.len() == q.effect.env.len() {
+            acc.trace.push(format!(
+                "{}: {}'s advice withdrawn: {} matches",
                 u.arch,
                 q.id,
-                tri_word(*verdict),
-                evaluation.explain()
+                by.join(", ")
             ));
-            let by: Vec<&str> = q
-                .effect
-                .env
-                .keys()
-                .filter_map(|n| withdrawn.iter().find(|(w, _)| *w == n).map(|(_, by)| *by))
-                .collect();
-            if !q.effect.env.is_empty() && by.len() == q.effect.env.len() {
-                trace.push(format!(
-                    "{}: {}'s advice withdrawn: {} matches",
-                    u.arch,
-                    q.id,
-                    by.join(", ")
-                ));
-                continue;
-            }
-            apply_quirk(
-                k,
-                req,
-                q,
-                *verdict,
-                u,
-                &mut flags,
-                &mut env,
-                &mut warnings,
-                &mut notes,
-                &mut refusals,
-                build,
-            );
+            continue;
         }
-        env.retain(|e| !withdrawn.iter().any(|(n, _)| *n == &e.name));
-        planned.push(Planned {
-            arch: u.arch.clone(),
-            devices: u.devices.iter().map(|d| d.index).collect(),
-            vmm,
-            flags,
-            env,
-        });
+        apply_quirk(k, req, (q, *verdict), u, build, out, acc);
     }
-
-    let one_machine = matches!(mode, Mode::Probe | Mode::Report | Mode::Machine);
-    let mut groups = group(k, req, backend, switch, mode, planned, one_machine);
-    drop_overrides_for_unbuilt_targets(&mut groups, &mut notes);
-    for e in report.map(|r| r.environment.as_slice()).unwrap_or_default() {
-        let message = format!("{}={} is set: {}", e.name, e.value, e.effect);
-        // The effect text cites the record that explains it (HSA_OVERRIDE_GFX_VERSION: Q9).
-        let cited = crate::plan::named_quirks(&message, &known_ids);
-        warnings.push(note(Severity::Medium, message, &cited, &[]));
-    }
-    dedup_notes(&mut warnings);
-    dedup_notes(&mut notes);
-    dedup_notes(&mut refusals);
-    let mut plan = Plan {
-        schema: SCHEMA,
-        gpuprobe_version: env!("CARGO_PKG_VERSION"),
-        mode,
-        backend,
-        os: req.os,
-        llama: LlamaRef {
-            build: req.llama.build,
-            effective_build: build,
-            source: req.llama.source.clone(),
-        },
-        toolkit: ToolkitRef {
-            name: toolkit_name,
-            version: toolkit.clone().or(measured.clone()).map(|v| v.to_string()),
-            source: if declared.is_some() {
-                declared_source.to_string()
-            } else if measured.is_some() {
-                "measured runtime".into()
-            } else {
-                "unknown".into()
-            },
-        },
-        groups,
-        warnings,
-        notes,
-        refusals,
-        trace,
-    };
-    plan.cite_quirks(&known_ids);
-    Ok(plan)
+    out.env
+        .retain(|e| !withdrawn.iter().any(|(n, _)| *n == &e.name));
 }
 
 /// Several GPUs used together, and an iGPU next to a dGPU: known for a measured or declared
@@ -918,15 +998,11 @@ fn smoke_words(d: &Device) -> String {
 fn apply_quirk(
     k: &Knowledge,
     req: &Request<'_>,
-    q: &Quirk,
-    verdict: Tri,
+    (q, verdict): (&Quirk, Tri),
     u: &Unit<'_>,
-    flags: &mut Vec<Flag>,
-    env: &mut Vec<EnvAdvice>,
-    warnings: &mut Vec<Note>,
-    notes: &mut Vec<Note>,
-    refusals: &mut Vec<Note>,
     build: u64,
+    out: &mut UnitOut,
+    acc: &mut PlanNotes,
 ) {
     let ids = [q.id.clone()];
     let targets = [u.arch.clone()];
@@ -936,7 +1012,7 @@ fn apply_quirk(
             || !q.effect.env.is_empty()
             || q.effect.refuse.is_some();
         if has_effect && q.effect.vmm.is_none() {
-            notes.push(note(
+            acc.notes.push(note(
                 q.severity.min(Severity::Medium),
                 format!("{} may apply: {}", q.id, q.summary),
                 &ids,
@@ -947,10 +1023,10 @@ fn apply_quirk(
     }
     for (name, value) in &q.effect.set {
         if req.llama.declares(&k.options, name) {
-            if let Some(f) = flags.iter_mut().find(|f| &f.name == name) {
+            if let Some(f) = out.flags.iter_mut().find(|f| &f.name == name) {
                 f.quirks.push(q.id.clone());
             } else {
-                flags.push(Flag {
+                out.flags.push(Flag {
                     name: name.clone(),
                     value: value.clone(),
                     reason: format!("{}: {}", q.id, q.title),
@@ -959,7 +1035,7 @@ fn apply_quirk(
                 });
             }
         } else {
-            notes.push(note(
+            acc.notes.push(note(
                 Severity::Info,
                 format!(
                     "{} would set {name}={value}, but llama.cpp build {build} does not declare it",
@@ -974,10 +1050,10 @@ fn apply_quirk(
         if name == "GGML_CUDA_P2P" && value == "0" {
             continue; // checked for presence: =0 would enable P2P
         }
-        if let Some(e) = env.iter_mut().find(|e| &e.name == name) {
+        if let Some(e) = out.env.iter_mut().find(|e| &e.name == name) {
             e.quirks.push(q.id.clone());
         } else {
-            env.push(EnvAdvice {
+            out.env.push(EnvAdvice {
                 name: name.clone(),
                 value: value.clone(),
                 reason: format!("{}: {}", q.id, q.title),
@@ -987,16 +1063,34 @@ fn apply_quirk(
         }
     }
     if let Some(w) = &q.effect.warn {
-        warnings.push(note(q.severity, format!("{}: {w}", q.id), &ids, &targets));
+        acc.warnings
+            .push(note(q.severity, format!("{}: {w}", q.id), &ids, &targets));
     }
     if let Some(r) = &q.effect.refuse {
-        refusals.push(note(
+        acc.refusals.push(note(
             Severity::Critical,
             format!("{}: {r}", q.id),
             &ids,
             &targets,
         ));
     }
+}
+
+/// What the resolver says about the plan as it goes: warnings, notes, refusals and the trace of
+/// its decisions.
+#[derive(Default)]
+struct PlanNotes {
+    warnings: Vec<Note>,
+    notes: Vec<Note>,
+    refusals: Vec<Note>,
+    trace: Vec<String>,
+}
+
+/// The flags and env advice planned for one unit (target or device).
+#[derive(Default)]
+struct UnitOut {
+    flags: Vec<Flag>,
+    env: Vec<EnvAdvice>,
 }
 
 /// One architecture's decisions, before grouping.

@@ -694,157 +694,19 @@ fn decide_vmm(
         return VmmDecision::legacy("legacy pool forced with --force-no-vmm", vec![], None);
     }
     // Measured facts first: the attribute, then the smoke test.
-    if let Some(d) = u.devices.iter().find(|d| d.vmm_supported == Some(false)) {
-        return VmmDecision::legacy(
-            format!("device {} ({}) reports no VMM support", d.index, d.name),
-            vec![],
-            None,
-        );
-    }
-    if let Some(d) = u
-        .devices
-        .iter()
-        .find(|d| d.smoke.outcome != SmokeOutcome::Pass)
-    {
-        let what = smoke_words(d);
-        let missing_symbol = d
-            .smoke
-            .error
-            .as_ref()
-            .is_some_and(|e| e.name.as_deref() == Some("SYMBOL_NOT_FOUND"));
-        let q = if d.smoke.reserve_failed() && !missing_symbol {
-            vec![ids::VMM_RESERVE_FAILS.to_string()]
-        } else {
-            vec![]
-        };
-        if matches!(
-            d.smoke.outcome,
-            SmokeOutcome::NotRun | SmokeOutcome::Partial
-        ) {
-            // Not measured (or too few cycles to count): fall through to the rules below, but say so.
-            trace.push(format!(
-                "{}: smoke test not run on device {} ({what}); deciding from quirks and records",
-                u.arch, d.index
-            ));
-        } else {
-            let named = if q.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", ids::VMM_RESERVE_FAILS)
-            };
-            return VmmDecision::legacy(
-                format!("device {} ({}): {what}{named}", d.index, d.name),
-                q,
-                None,
-            );
-        }
+    if let Some(d) = measured_decision(u, trace) {
+        return d;
     }
 
     // What the quirk records ask for.
-    let mut denied: Vec<(&Quirk, Tri)> = Vec::new();
-    let mut raising: Vec<(&Quirk, Level, Tri)> = Vec::new();
-    for q in k.quirks.iter().filter(|q| !q.contested) {
-        let Some(effect) = q.effect.vmm else { continue };
-        let evaluation = q.evaluate(ctx);
-        let verdict = evaluation.verdict;
-        if !verdict.possible() {
-            continue;
-        }
-        trace.push(format!(
-            "{}: {} {} ({}) [{}]",
-            u.arch,
-            q.id,
-            tri_word(verdict),
-            effect.as_str(),
-            evaluation.explain()
-        ));
-        match effect.lifted_by() {
-            None => denied.push((q, verdict)),
-            Some(level) => raising.push((q, level, verdict)),
-        }
-    }
+    let (denied, raising) = vmm_records(k, u, ctx, trace);
     // The evidence needed: HIP departs from its default only on a measured pass.
     let baseline = (backend == Backend::Hip).then_some(Level::Smoke);
     let needed = raising.iter().map(|(_, l, _)| *l).chain(baseline).max();
     // Every record that asks for evidence is named: those asking for the level needed, then
     // those a weaker pass would satisfy (the stronger pass covers them).
-    let why_needed = |needed: Level| {
-        if raising.is_empty() {
-            needed.as_str().to_string()
-        } else {
-            let names: Vec<String> = raising
-                .iter()
-                .filter(|(_, l, _)| *l == needed)
-                .map(|(q, _, v)| format!("{} {}", q.id, tri_word(*v)))
-                .chain(
-                    raising
-                        .iter()
-                        .filter(|(_, l, _)| *l != needed)
-                        .map(|(q, l, v)| format!("{} {} for {}", q.id, tri_word(*v), l.as_str())),
-                )
-                .collect();
-            format!("{} ({})", needed.as_str(), names.join(", "))
-        }
-    };
     if !denied.is_empty() {
-        // The denies decide; the records that ask for evidence are named for what comes after.
-        let ids: Vec<String> = denied
-            .iter()
-            .map(|(q, _)| q)
-            .chain(raising.iter().map(|(q, _, _)| q))
-            .map(|q| q.id.clone())
-            .collect();
-        let reasons: Vec<String> = denied
-            .iter()
-            .map(|(q, v)| {
-                let fix = match &q.fixed_in {
-                    Some(f) => format!("fixed in {}", f.describe(q.when.vendor)),
-                    None => "no fix known".to_string(),
-                };
-                let certainty = match v {
-                    Tri::Yes => "matches",
-                    _ => "could match (some facts unknown)",
-                };
-                format!("{} {certainty}: {} ({fix})", q.id, q.title)
-            })
-            .collect();
-        let unknown_only = runtime.is_none() && denied.iter().all(|(_, v)| *v == Tri::Unknown);
-        let kit = backend.toolkit();
-        let lift = if unknown_only {
-            Some(format!(
-                "give the {kit} version the binaries will run with (--{} VER)",
-                backend.toolkit_option()
-            ))
-        } else {
-            denied.iter().all(|(q, _)| q.fixed_in.is_some()).then(|| {
-                let fixes: Vec<String> = denied
-                    .iter()
-                    .filter_map(|(q, _)| q.fixed_in.as_ref().map(|f| f.describe(q.when.vendor)))
-                    .collect();
-                format!(
-                    "run on {} or later, where a measured pass can decide",
-                    fixes.join(" and ")
-                )
-            })
-        };
-        let mut tail = if lift.is_none() {
-            "; no measurement lifts it".to_string()
-        } else {
-            String::new()
-        };
-        if !raising.is_empty()
-            && let Some(n) = needed
-        {
-            tail.push_str(&format!(
-                "; past that, VMM needs a measured {} pass",
-                why_needed(n)
-            ));
-        }
-        return VmmDecision::legacy(
-            format!("{}: {}{tail}", legacy_prefix(backend), reasons.join("; ")),
-            with_q1(backend, ids),
-            lift,
-        );
+        return deny_decision(backend, &denied, &raising, needed, runtime);
     }
 
     let ids: Vec<String> = raising.iter().map(|(q, _, _)| q.id.clone()).collect();
@@ -864,7 +726,7 @@ fn decide_vmm(
             lift: None,
         };
     };
-    let why_needed = why_needed(needed);
+    let why_needed = why_needed(&raising, needed);
     let kit = backend.toolkit();
     let series = runtime.and_then(|v| crate::evidence::series_of(&v.to_string()));
     let Some(series) = series else {
@@ -950,6 +812,181 @@ fn decide_vmm(
             )
         }
     }
+}
+
+/// What the devices measured decide: no VMM attribute, or a smoke test that did not pass (one
+/// that was not run, or too short to count, is traced and leaves the decision to the records).
+fn measured_decision(u: &Unit<'_>, trace: &mut Vec<String>) -> Option<VmmDecision> {
+    if let Some(d) = u.devices.iter().find(|d| d.vmm_supported == Some(false)) {
+        return Some(VmmDecision::legacy(
+            format!("device {} ({}) reports no VMM support", d.index, d.name),
+            vec![],
+            None,
+        ));
+    }
+    if let Some(d) = u
+        .devices
+        .iter()
+        .find(|d| d.smoke.outcome != SmokeOutcome::Pass)
+    {
+        let what = smoke_words(d);
+        let missing_symbol = d
+            .smoke
+            .error
+            .as_ref()
+            .is_some_and(|e| e.name.as_deref() == Some("SYMBOL_NOT_FOUND"));
+        let q = if d.smoke.reserve_failed() && !missing_symbol {
+            vec![ids::VMM_RESERVE_FAILS.to_string()]
+        } else {
+            vec![]
+        };
+        if matches!(
+            d.smoke.outcome,
+            SmokeOutcome::NotRun | SmokeOutcome::Partial
+        ) {
+            // Not measured (or too few cycles to count): fall through to the rules below, but say so.
+            trace.push(format!(
+                "{}: smoke test not run on device {} ({what}); deciding from quirks and records",
+                u.arch, d.index
+            ));
+        } else {
+            let named = if q.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", ids::VMM_RESERVE_FAILS)
+            };
+            return Some(VmmDecision::legacy(
+                format!("device {} ({}): {what}{named}", d.index, d.name),
+                q,
+                None,
+            ));
+        }
+    }
+    None
+}
+
+/// The quirk records with a VMM effect that could match: those that deny VMM, and those that
+/// ask for evidence of a level.
+#[allow(clippy::type_complexity)]
+fn vmm_records<'k>(
+    k: &'k Knowledge,
+    u: &Unit<'_>,
+    ctx: &Context<'_>,
+    trace: &mut Vec<String>,
+) -> (Vec<(&'k Quirk, Tri)>, Vec<(&'k Quirk, Level, Tri)>) {
+    let mut denied: Vec<(&Quirk, Tri)> = Vec::new();
+    let mut raising: Vec<(&Quirk, Level, Tri)> = Vec::new();
+    for q in k.quirks.iter().filter(|q| !q.contested) {
+        let Some(effect) = q.effect.vmm else { continue };
+        let evaluation = q.evaluate(ctx);
+        let verdict = evaluation.verdict;
+        if !verdict.possible() {
+            continue;
+        }
+        trace.push(format!(
+            "{}: {} {} ({}) [{}]",
+            u.arch,
+            q.id,
+            tri_word(verdict),
+            effect.as_str(),
+            evaluation.explain()
+        ));
+        match effect.lifted_by() {
+            None => denied.push((q, verdict)),
+            Some(level) => raising.push((q, level, verdict)),
+        }
+    }
+    (denied, raising)
+}
+
+/// The evidence level needed, with the records that ask for it (then those a weaker pass would
+/// satisfy: the stronger pass covers them).
+fn why_needed(raising: &[(&Quirk, Level, Tri)], needed: Level) -> String {
+    if raising.is_empty() {
+        needed.as_str().to_string()
+    } else {
+        let names: Vec<String> = raising
+            .iter()
+            .filter(|(_, l, _)| *l == needed)
+            .map(|(q, _, v)| format!("{} {}", q.id, tri_word(*v)))
+            .chain(
+                raising
+                    .iter()
+                    .filter(|(_, l, _)| *l != needed)
+                    .map(|(q, l, v)| format!("{} {} for {}", q.id, tri_word(*v), l.as_str())),
+            )
+            .collect();
+        format!("{} ({})", needed.as_str(), names.join(", "))
+    }
+}
+
+/// Records deny VMM: the legacy pool, with what would lift it (a runtime with the fixes, or the
+/// version that was not given), and the evidence needed past that.
+fn deny_decision(
+    backend: Backend,
+    denied: &[(&Quirk, Tri)],
+    raising: &[(&Quirk, Level, Tri)],
+    needed: Option<Level>,
+    runtime: Option<&Version>,
+) -> VmmDecision {
+    // The denies decide; the records that ask for evidence are named for what comes after.
+    let ids: Vec<String> = denied
+        .iter()
+        .map(|(q, _)| q)
+        .chain(raising.iter().map(|(q, _, _)| q))
+        .map(|q| q.id.clone())
+        .collect();
+    let reasons: Vec<String> = denied
+        .iter()
+        .map(|(q, v)| {
+            let fix = match &q.fixed_in {
+                Some(f) => format!("fixed in {}", f.describe(q.when.vendor)),
+                None => "no fix known".to_string(),
+            };
+            let certainty = match v {
+                Tri::Yes => "matches",
+                _ => "could match (some facts unknown)",
+            };
+            format!("{} {certainty}: {} ({fix})", q.id, q.title)
+        })
+        .collect();
+    let unknown_only = runtime.is_none() && denied.iter().all(|(_, v)| *v == Tri::Unknown);
+    let kit = backend.toolkit();
+    let lift = if unknown_only {
+        Some(format!(
+            "give the {kit} version the binaries will run with (--{} VER)",
+            backend.toolkit_option()
+        ))
+    } else {
+        denied.iter().all(|(q, _)| q.fixed_in.is_some()).then(|| {
+            let fixes: Vec<String> = denied
+                .iter()
+                .filter_map(|(q, _)| q.fixed_in.as_ref().map(|f| f.describe(q.when.vendor)))
+                .collect();
+            format!(
+                "run on {} or later, where a measured pass can decide",
+                fixes.join(" and ")
+            )
+        })
+    };
+    let mut tail = if lift.is_none() {
+        "; no measurement lifts it".to_string()
+    } else {
+        String::new()
+    };
+    if !raising.is_empty()
+        && let Some(n) = needed
+    {
+        tail.push_str(&format!(
+            "; past that, VMM needs a measured {} pass",
+            why_needed(raising, n)
+        ));
+    }
+    VmmDecision::legacy(
+        format!("{}: {}{tail}", legacy_prefix(backend), reasons.join("; ")),
+        with_q1(backend, ids),
+        lift,
+    )
 }
 
 /// Q1 is the background record of every HIP VMM decision.

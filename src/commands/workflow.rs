@@ -15,6 +15,7 @@ use crate::emit::workflow::{
     self as wf, Entry, Job, JobBundle, Release, ToolVersion, Tools, Workflow,
 };
 use crate::error::{Error, exit};
+use crate::llama::LlamaTarget;
 use crate::plan::Plan;
 use crate::profiles::Knowledge;
 use crate::quirks::Os;
@@ -80,20 +81,7 @@ struct Built {
 }
 
 fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
-    let items: Vec<&str> = a
-        .targets
-        .split([',', ';', ' '])
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
-    if let Some(n) = items.iter().find(|i| i.eq_ignore_ascii_case("native")) {
-        return Err(Error::input(
-            "--targets",
-            format!("`{n}` is not a target here: a CI build machine has no GPU for CMake to detect, so `native` builds for nothing or for the wrong GPU ({})", crate::quirks::ids::NATIVE_ARCH_IN_CI),
-            "name the architectures, e.g. --targets gfx1100,gfx120X or --targets sm_86,sm_90",
-        )
-        .into());
-    }
+    refuse_native(&a.targets)?;
     let targets = k.targets.expand(&a.targets)?;
     let oses = parse_oses(&a.os)?;
     let backend = a.backend.and_then(BackendChoice::backend);
@@ -108,151 +96,23 @@ fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
         .map(|s| ToolVersion::parse("--cuda", s))
         .transpose()?;
 
-    let llama_ref = match &a.llama_ref {
-        Some(r) => {
-            check_git_ref(r)?;
-            r.clone()
-        }
-        None => format!("b{}", k.options.meta.newest_build),
-    };
-    let ref_build = llama_ref
-        .strip_prefix('b')
-        .and_then(|n| n.parse::<u64>().ok())
-        .filter(|n| *n > 0);
-    if let (Some(given), Some(from_ref)) = (a.llama_build, ref_build)
-        && given != from_ref
-    {
-        return Err(Error::input(
-            "--llama-build",
-            format!("build {given} does not match --llama-ref {llama_ref} (build {from_ref})"),
-            "leave --llama-build out (a bN ref gives the build), or make them agree",
-        )
-        .into());
-    }
-    let build_number = a.llama_build.or(ref_build);
-    if build_number.is_none() {
-        crate::neutral::eprintln(&format!(
-            "gpuprobe: note: --llama-ref {llama_ref} is not a bN tag and --llama-build is not given: options and quirks are taken for the newest known build ({}), and the built binary's build number is not checked",
-            k.options.meta.newest_build
-        ));
-    }
+    let (llama_ref, ref_build, build_number) = llama_ref_and_build(k, a)?;
     let llama = llama_target(None, build_number, k)?;
     let docs = crate::evidence::load_all(&a.from)?;
     let evidence = crate::evidence::Evidence::with_documents(&docs)?;
 
-    // A target the OS's toolkit does not support (Instinct on Windows ROCm) leaves that OS's job.
-    let mut dropped: Vec<String> = Vec::new();
-    let mut per_os: Vec<(Os, Vec<String>)> = Vec::new();
-    for os in &oses {
-        let (keep, drop): (Vec<String>, Vec<String>) = targets
-            .iter()
-            .cloned()
-            .partition(|t| k.targets.get(t).is_none_or(|t| t.supported_on(*os)));
-        if !drop.is_empty() {
-            let why = drop
-                .iter()
-                .filter_map(|t| k.targets.get(t).and_then(|t| t.os_note.clone()))
-                .next()
-                .unwrap_or_else(|| "its toolkit does not support them".into());
-            dropped.push(format!(
-                "{} dropped from the {} job: {why}",
-                drop.join(", "),
-                os.as_str()
-            ));
-        }
-        if keep.is_empty() {
-            return Err(Error::input(
-                "--targets",
-                format!(
-                    "no target is left for {}: {}",
-                    os.as_str(),
-                    dropped.last().map(String::as_str).unwrap_or("")
-                ),
-                format!(
-                    "leave {} out of --os, or add targets it supports",
-                    os.as_str()
-                ),
-            )
-            .into());
-        }
-        per_os.push((*os, keep));
-    }
+    let (per_os, dropped) = targets_per_os(k, &targets, &oses)?;
 
-    let mut plans: Vec<(Os, Plan)> = Vec::new();
-    for (os, os_targets) in &per_os {
-        let req = Request {
-            devices: Devices::Declared(os_targets.clone()),
-            backend,
-            llama: llama.clone(),
-            rocm: rocm
-                .as_ref()
-                .map(|v| v.text.parse())
-                .transpose()
-                .map_err(|e| {
-                    Error::input("--rocm", format!("{e}"), "give a version such as 7.2.1")
-                })?,
-            cuda: cuda
-                .as_ref()
-                .map(|v| v.text.parse())
-                .transpose()
-                .map_err(|e| {
-                    Error::input("--cuda", format!("{e}"), "give a version such as 12.8")
-                })?,
-            rocm_source: "--rocm".into(),
-            cuda_source: "--cuda".into(),
-            os: *os,
-            // The runner's environment, not this machine's: nothing is set there.
-            env_set: Vec::new(),
-            force_no_vmm: false,
-            evidence: evidence.clone(),
-        };
-        plans.push((*os, resolve(k, &req)?));
-    }
+    let plans = plans_per_os(
+        k,
+        &per_os,
+        backend,
+        &llama,
+        (rocm.as_ref(), cuda.as_ref()),
+        &evidence,
+    )?;
     let plan_backend = plans[0].1.backend;
-    let version = match (plan_backend, &rocm, &cuda) {
-        (Backend::Hip, Some(v), None) => v.clone(),
-        (Backend::Cuda, None, Some(v)) => v.clone(),
-        (Backend::Hip, None, Some(_)) => {
-            return Err(Error::input(
-                "--cuda",
-                "the targets are AMD GPUs, built with ROCm",
-                "give --rocm VER instead, e.g. --rocm 7.2.1 or --rocm 7.14.0",
-            )
-            .into());
-        }
-        (Backend::Cuda, Some(_), None) => {
-            return Err(Error::input(
-                "--rocm",
-                "the targets are NVIDIA GPUs, built with CUDA",
-                "give --cuda VER instead, e.g. --cuda 12.8",
-            )
-            .into());
-        }
-        (Backend::Hip, None, None) => {
-            return Err(Error::input(
-                "--rocm",
-                "the workflow installs ROCm, and needs its version",
-                "give --rocm VER, e.g. --rocm 7.2.1 (AMD's rocm/dev image, Linux) or --rocm 7.14.0 (TheRock wheels)",
-            )
-            .into());
-        }
-        (Backend::Cuda, None, None) => {
-            return Err(Error::input(
-                "--cuda",
-                "the workflow installs CUDA, and needs its version",
-                "give --cuda VER, e.g. --cuda 12.8",
-            )
-            .into());
-        }
-        (_, Some(_), Some(_)) => {
-            return Err(Error::input(
-                "--rocm/--cuda",
-                "give the version of one toolkit only",
-                "drop --rocm or --cuda",
-            )
-            .into());
-        }
-    };
+    let version = toolkit_version(plan_backend, rocm.as_ref(), cuda.as_ref())?;
 
     let tk = ToolkitTable::bundled()?;
     let effective_build = llama.effective_build(&k.options);
@@ -282,32 +142,14 @@ fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
 
     let backend_word = plan_backend.as_str();
     let toolkit = plan_backend.toolkit();
-    let mut command = format!(
-        "gpuprobe workflow --targets {} --os {}",
-        items.join(","),
-        oses.iter()
-            .map(|o| o.as_str())
-            .collect::<Vec<_>>()
-            .join(",")
-    );
-    if let Some(b) = backend {
-        command.push_str(&format!(" --backend {}", b.as_str()));
-    }
-    command.push_str(&format!(
-        " --{} {}",
-        plan_backend.toolkit_option(),
-        version.text
-    ));
-    command.push_str(&format!(" --llama-ref {llama_ref}"));
-    for p in &a.from {
-        command.push_str(&format!(" --from {}", shown_path(p)?));
-    }
-    if a.llama_build.is_some() && ref_build.is_none() {
-        command.push_str(&format!(
-            " --llama-build {}",
-            llama.effective_build(&k.options)
-        ));
-    }
+    let command = regenerate_command(
+        a,
+        &oses,
+        plan_backend,
+        &version.text,
+        &llama_ref,
+        (ref_build, llama.effective_build(&k.options)),
+    )?;
 
     let mut header = vec![
         format!(
@@ -332,85 +174,10 @@ fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
             }
         ),
     ];
-    for (os, plan) in &plans {
-        for g in &plan.groups {
-            let vmm = match vmm_expectation(g) {
-                (_, Some(true)) => "legacy pool",
-                (_, Some(false)) => "VMM pool",
-                (_, None) => "VMM not expressible",
-            };
-            header.extend(wrap(
-                &format!(
-                    "{}: {} [{}], {vmm}",
-                    os.as_str(),
-                    g.name,
-                    g.targets.join(" ")
-                ),
-                96,
-                "  ",
-            ));
-        }
-    }
-    if !dropped.is_empty() {
-        header.push(String::new());
-        for d in &dropped {
-            header.extend(wrap(&format!("Dropped: {d}."), 96, "  "));
-        }
-    }
-    // Everything the plans say about running the built binaries, once, with the OS where it
-    // applies to one OS only.
-    let per_os_notes: Vec<(Os, Vec<String>)> = plans
-        .iter()
-        .map(|(os, p)| (*os, runtime_notes(p)))
-        .collect();
-    let mut notes: Vec<String> = Vec::new();
-    for (os, list) in &per_os_notes {
-        for n in list {
-            let everywhere = per_os_notes.iter().all(|(_, l)| l.contains(n));
-            let line = if everywhere || per_os_notes.len() == 1 {
-                n.clone()
-            } else {
-                format!("[{}] {n}", os.as_str())
-            };
-            if !notes.contains(&line) {
-                notes.push(line);
-            }
-        }
-    }
-    header.push(String::new());
-    header.push(
-        "Packages: one archive per matrix entry (programs, their libraries and the GPU runtime, LICENSE,"
-            .into(),
-    );
-    header.push(
-        "README.package.txt), proven self-contained by a self-check; a v* tag publishes them with SHA256SUMS."
-            .into(),
-    );
-    if !notes.is_empty() {
-        header.push(String::new());
-        header.push(
-            "Runtime notes for the built binaries (also in each package's README.package.txt):"
-                .into(),
-        );
-        for n in &notes {
-            header.extend(wrap(&format!("- {n}"), 96, "  "));
-        }
-    }
-    let mut release_notes = format!(
-        "llama.cpp {llama_ref} built for {toolkit} {} by a workflow that gpuprobe generated.\n\n\
-         Each archive holds one build group's programs and libraries, the GPU runtime libraries they load, \
-         LICENSE and README.package.txt (contents, what the machine needs, runtime notes). \
-         Every archive passed a self-check: unpacked alone, every library it loads comes from the package, \
-         the base system or the GPU driver, and llama-cli --version runs in a clean environment. \
-         SHA256SUMS lists the checksums.\n",
-        version.text
-    );
-    if !notes.is_empty() {
-        release_notes.push_str("\nRuntime notes:\n\n");
-        for n in &notes {
-            release_notes.push_str(&format!("- {n}\n"));
-        }
-    }
+    header.extend(group_lines(&plans));
+    let notes = runtime_notes_of(&plans);
+    header.extend(header_tail(&dropped, &notes));
+    let release_notes = release_notes(&llama_ref, toolkit, &version.text, &notes);
     let needs = jobs.iter().map(|j| j.id).collect();
     Ok(Built {
         workflow: Workflow {
@@ -433,6 +200,328 @@ fn build(k: &Knowledge, a: &WorkflowArgs) -> Result<Built> {
         warnings,
         refusals,
     })
+}
+
+/// One plan per OS, from the targets its job builds.
+fn plans_per_os(
+    k: &Knowledge,
+    per_os: &[(Os, Vec<String>)],
+    backend: Option<Backend>,
+    llama: &LlamaTarget,
+    (rocm, cuda): (Option<&ToolVersion>, Option<&ToolVersion>),
+    evidence: &crate::evidence::Evidence,
+) -> Result<Vec<(Os, Plan)>> {
+    let mut plans: Vec<(Os, Plan)> = Vec::new();
+    for (os, os_targets) in per_os {
+        let req = Request {
+            devices: Devices::Declared(os_targets.clone()),
+            backend,
+            llama: llama.clone(),
+            rocm: rocm.map(|v| v.text.parse()).transpose().map_err(|e| {
+                Error::input("--rocm", format!("{e}"), "give a version such as 7.2.1")
+            })?,
+            cuda: cuda.map(|v| v.text.parse()).transpose().map_err(|e| {
+                Error::input("--cuda", format!("{e}"), "give a version such as 12.8")
+            })?,
+            rocm_source: "--rocm".into(),
+            cuda_source: "--cuda".into(),
+            os: *os,
+            // The runner's environment, not this machine's: nothing is set there.
+            env_set: Vec::new(),
+            force_no_vmm: false,
+            evidence: evidence.clone(),
+        };
+        plans.push((*os, resolve(k, &req)?));
+    }
+    Ok(plans)
+}
+
+/// One header line per OS and plan group: its targets and its pool.
+fn group_lines(plans: &[(Os, Plan)]) -> Vec<String> {
+    let mut header = Vec::new();
+    for (os, plan) in plans {
+        for g in &plan.groups {
+            let vmm = match vmm_expectation(g) {
+                (_, Some(true)) => "legacy pool",
+                (_, Some(false)) => "VMM pool",
+                (_, None) => "VMM not expressible",
+            };
+            header.extend(wrap(
+                &format!(
+                    "{}: {} [{}], {vmm}",
+                    os.as_str(),
+                    g.name,
+                    g.targets.join(" ")
+                ),
+                96,
+                "  ",
+            ));
+        }
+    }
+    header
+}
+
+/// The header's end: dropped targets, what a package holds, and the runtime notes.
+fn header_tail(dropped: &[String], notes: &[String]) -> Vec<String> {
+    let mut header = Vec::new();
+    if !dropped.is_empty() {
+        header.push(String::new());
+        for d in dropped {
+            header.extend(wrap(&format!("Dropped: {d}."), 96, "  "));
+        }
+    }
+    header.push(String::new());
+    header.push(
+        "Packages: one archive per matrix entry (programs, their libraries and the GPU runtime, LICENSE,"
+            .into(),
+    );
+    header.push(
+        "README.package.txt), proven self-contained by a self-check; a v* tag publishes them with SHA256SUMS."
+            .into(),
+    );
+    if !notes.is_empty() {
+        header.push(String::new());
+        header.push(
+            "Runtime notes for the built binaries (also in each package's README.package.txt):"
+                .into(),
+        );
+        for n in notes {
+            header.extend(wrap(&format!("- {n}"), 96, "  "));
+        }
+    }
+    header
+}
+
+/// The targets as typed (`--targets gfx1100,gfx120X`), for the regeneration command.
+fn target_items(list: &str) -> Vec<&str> {
+    list.split([',', ';', ' '])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// `native` detects the GPU of the build machine, and a CI build machine has none.
+fn refuse_native(list: &str) -> Result<(), Error> {
+    if let Some(n) = target_items(list)
+        .iter()
+        .find(|i| i.eq_ignore_ascii_case("native"))
+    {
+        return Err(Error::input(
+            "--targets",
+            format!(
+                "`{n}` is not a target here: a CI build machine has no GPU for CMake to detect, so `native` builds for nothing or for the wrong GPU ({})",
+                crate::quirks::ids::NATIVE_ARCH_IN_CI
+            ),
+            "name the architectures, e.g. --targets gfx1100,gfx120X or --targets sm_86,sm_90",
+        ));
+    }
+    Ok(())
+}
+
+/// The llama.cpp ref to build, the build number a `bN` ref names, and the build number the plans
+/// use (given, else the ref's; None: the newest known build, said on stderr).
+fn llama_ref_and_build(
+    k: &Knowledge,
+    a: &WorkflowArgs,
+) -> Result<(String, Option<u64>, Option<u64>)> {
+    let llama_ref = match &a.llama_ref {
+        Some(r) => {
+            check_git_ref(r)?;
+            r.clone()
+        }
+        None => format!("b{}", k.options.meta.newest_build),
+    };
+    let ref_build = llama_ref
+        .strip_prefix('b')
+        .and_then(|n| n.parse::<u64>().ok())
+        .filter(|n| *n > 0);
+    if let (Some(given), Some(from_ref)) = (a.llama_build, ref_build)
+        && given != from_ref
+    {
+        return Err(Error::input(
+            "--llama-build",
+            format!("build {given} does not match --llama-ref {llama_ref} (build {from_ref})"),
+            "leave --llama-build out (a bN ref gives the build), or make them agree",
+        )
+        .into());
+    }
+    let build_number = a.llama_build.or(ref_build);
+    if build_number.is_none() {
+        crate::neutral::eprintln(&format!(
+            "gpuprobe: note: --llama-ref {llama_ref} is not a bN tag and --llama-build is not given: options and quirks are taken for the newest known build ({}), and the built binary's build number is not checked",
+            k.options.meta.newest_build
+        ));
+    }
+    Ok((llama_ref, ref_build, build_number))
+}
+
+/// The targets each OS's job builds, and what was dropped from a job and why: a target the OS's
+/// toolkit does not support (Instinct on Windows ROCm) leaves that OS's job.
+#[allow(clippy::type_complexity)]
+fn targets_per_os(
+    k: &Knowledge,
+    targets: &[String],
+    oses: &[Os],
+) -> Result<(Vec<(Os, Vec<String>)>, Vec<String>), Error> {
+    let mut dropped: Vec<String> = Vec::new();
+    let mut per_os: Vec<(Os, Vec<String>)> = Vec::new();
+    for os in oses {
+        let (keep, drop): (Vec<String>, Vec<String>) = targets
+            .iter()
+            .cloned()
+            .partition(|t| k.targets.get(t).is_none_or(|t| t.supported_on(*os)));
+        if !drop.is_empty() {
+            let why = drop
+                .iter()
+                .filter_map(|t| k.targets.get(t).and_then(|t| t.os_note.clone()))
+                .next()
+                .unwrap_or_else(|| "its toolkit does not support them".into());
+            dropped.push(format!(
+                "{} dropped from the {} job: {why}",
+                drop.join(", "),
+                os.as_str()
+            ));
+        }
+        if keep.is_empty() {
+            return Err(Error::input(
+                "--targets",
+                format!(
+                    "no target is left for {}: {}",
+                    os.as_str(),
+                    dropped.last().map(String::as_str).unwrap_or("")
+                ),
+                format!(
+                    "leave {} out of --os, or add targets it supports",
+                    os.as_str()
+                ),
+            ));
+        }
+        per_os.push((*os, keep));
+    }
+    Ok((per_os, dropped))
+}
+
+/// The version of the toolkit the workflow installs: the one given for the plans' backend.
+fn toolkit_version(
+    plan_backend: Backend,
+    rocm: Option<&ToolVersion>,
+    cuda: Option<&ToolVersion>,
+) -> Result<ToolVersion, Error> {
+    let version = match (plan_backend, rocm, cuda) {
+        (Backend::Hip, Some(v), None) => v.clone(),
+        (Backend::Cuda, None, Some(v)) => v.clone(),
+        (Backend::Hip, None, Some(_)) => {
+            return Err(Error::input(
+                "--cuda",
+                "the targets are AMD GPUs, built with ROCm",
+                "give --rocm VER instead, e.g. --rocm 7.2.1 or --rocm 7.14.0",
+            ));
+        }
+        (Backend::Cuda, Some(_), None) => {
+            return Err(Error::input(
+                "--rocm",
+                "the targets are NVIDIA GPUs, built with CUDA",
+                "give --cuda VER instead, e.g. --cuda 12.8",
+            ));
+        }
+        (Backend::Hip, None, None) => {
+            return Err(Error::input(
+                "--rocm",
+                "the workflow installs ROCm, and needs its version",
+                "give --rocm VER, e.g. --rocm 7.2.1 (AMD's rocm/dev image, Linux) or --rocm 7.14.0 (TheRock wheels)",
+            ));
+        }
+        (Backend::Cuda, None, None) => {
+            return Err(Error::input(
+                "--cuda",
+                "the workflow installs CUDA, and needs its version",
+                "give --cuda VER, e.g. --cuda 12.8",
+            ));
+        }
+        (_, Some(_), Some(_)) => {
+            return Err(Error::input(
+                "--rocm/--cuda",
+                "give the version of one toolkit only",
+                "drop --rocm or --cuda",
+            ));
+        }
+    };
+    Ok(version)
+}
+
+/// The command that regenerates this workflow, for its header.
+fn regenerate_command(
+    a: &WorkflowArgs,
+    oses: &[Os],
+    plan_backend: Backend,
+    version: &str,
+    llama_ref: &str,
+    (ref_build, effective_build): (Option<u64>, u64),
+) -> Result<String, Error> {
+    let mut command = format!(
+        "gpuprobe workflow --targets {} --os {}",
+        target_items(&a.targets).join(","),
+        oses.iter()
+            .map(|o| o.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    if let Some(b) = a.backend.and_then(BackendChoice::backend) {
+        command.push_str(&format!(" --backend {}", b.as_str()));
+    }
+    command.push_str(&format!(" --{} {}", plan_backend.toolkit_option(), version));
+    command.push_str(&format!(" --llama-ref {llama_ref}"));
+    for p in &a.from {
+        command.push_str(&format!(" --from {}", shown_path(p)?));
+    }
+    if a.llama_build.is_some() && ref_build.is_none() {
+        command.push_str(&format!(" --llama-build {effective_build}"));
+    }
+    Ok(command)
+}
+
+/// Everything the plans say about running the built binaries, once, with the OS where it
+/// applies to one OS only.
+fn runtime_notes_of(plans: &[(Os, Plan)]) -> Vec<String> {
+    let per_os_notes: Vec<(Os, Vec<String>)> = plans
+        .iter()
+        .map(|(os, p)| (*os, runtime_notes(p)))
+        .collect();
+    let mut notes: Vec<String> = Vec::new();
+    for (os, list) in &per_os_notes {
+        for n in list {
+            let everywhere = per_os_notes.iter().all(|(_, l)| l.contains(n));
+            let line = if everywhere || per_os_notes.len() == 1 {
+                n.clone()
+            } else {
+                format!("[{}] {n}", os.as_str())
+            };
+            if !notes.contains(&line) {
+                notes.push(line);
+            }
+        }
+    }
+    notes
+}
+
+/// The text of the GitHub release a `v*` tag publishes.
+fn release_notes(llama_ref: &str, toolkit: &str, version: &str, notes: &[String]) -> String {
+    let mut release_notes = format!(
+        "llama.cpp {llama_ref} built for {toolkit} {} by a workflow that gpuprobe generated.\n\n\
+         Each archive holds one build group's programs and libraries, the GPU runtime libraries they load, \
+         LICENSE and README.package.txt (contents, what the machine needs, runtime notes). \
+         Every archive passed a self-check: unpacked alone, every library it loads comes from the package, \
+         the base system or the GPU driver, and llama-cli --version runs in a clean environment. \
+         SHA256SUMS lists the checksums.\n",
+        version
+    );
+    if !notes.is_empty() {
+        release_notes.push_str("\nRuntime notes:\n\n");
+        for n in notes {
+            release_notes.push_str(&format!("- {n}\n"));
+        }
+    }
+    release_notes
 }
 
 /// What a plan says about running the built binaries: its warnings, what may apply, and the

@@ -200,7 +200,108 @@ pub fn host_os(report: Option<&Report>) -> Os {
 
 pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
     // Usage errors first, before any probing or planning.
-    let github_output = match a.format {
+    let github_output = github_output(a)?;
+    let k = Knowledge::load()?;
+    let llama = llama_target(a.llama_cpp.as_deref(), a.llama_build, &k)?;
+    let (mut kits, auto_toolchain) = toolkits_given(a)?;
+
+    // --from: every document is evidence; without --targets/--machine the reports are also
+    // what to plan for (one report: that machine; several: the union of their GPUs).
+    let docs = crate::evidence::load_all(&a.from)?;
+    let evidence = crate::evidence::Evidence::with_documents(&docs)?;
+    let report_owned: Report;
+    let (devices, fleet_os, fleet_series) = match declared_devices(&k, a, &docs)? {
+        Some(d) => d,
+        None => {
+            report_owned = probe_here(a)?;
+            let devices = Devices::Measured {
+                report: &report_owned,
+                mode: Mode::Probe,
+            };
+            (devices, None, None)
+        }
+    };
+    let report = match &devices {
+        Devices::Measured { report, .. } => Some(*report),
+        Devices::Declared(_) | Devices::Machine(_) => None,
+    };
+    let backend = a.probe.backend.backend();
+    if auto_toolchain {
+        kits.find(&plan_backends(&k, backend, &devices));
+    }
+    if kits.rocm.is_none()
+        && let Some(v) = fleet_series
+    {
+        super::note(&format!(
+            "ROCm {v}: the runtime every report measured (override with --rocm VER)"
+        ));
+        kits.rocm = Some(v);
+        kits.rocm_source = "the reports' HIP runtime".into();
+    }
+    let os = match a.os {
+        Some(OsChoice::Linux) => Os::Linux,
+        Some(OsChoice::Windows) => Os::Windows,
+        Some(OsChoice::Wsl) => Os::Wsl,
+        None => fleet_os.unwrap_or_else(|| host_os(report)),
+    };
+    let env_set = match report {
+        Some(r) => r.environment.iter().map(|e| e.name.clone()).collect(),
+        None => crate::probe::env::set_names(),
+    };
+    let req = Request {
+        devices,
+        backend,
+        llama,
+        rocm: kits.rocm,
+        cuda: kits.cuda,
+        rocm_source: kits.rocm_source,
+        cuda_source: kits.cuda_source,
+        os,
+        env_set,
+        force_no_vmm: a.force_no_vmm,
+        evidence,
+    };
+    let mut plan = resolve(&k, &req)?;
+    if report.is_none() {
+        // The resolver names these from a measured report; where nothing was measured, the
+        // planning shell's own values are all there is (quirks matched on their names, Q9, Q29).
+        for e in crate::probe::env::notices() {
+            plan.warnings.push(crate::plan::Note {
+                severity: crate::quirks::Severity::Medium,
+                message: format!(
+                    "{}={} is set where this plan is made: {}",
+                    e.name,
+                    crate::neutral::inline(&e.value),
+                    e.effect
+                ),
+                quirks: Vec::new(),
+                targets: Vec::new(),
+            });
+        }
+    }
+    if a.explain {
+        super::eprint(&emit::explain(&plan, &k));
+    }
+    if plan.refused() && a.format != Format::Json {
+        for r in &plan.refusals {
+            super::eprint(&format!(
+                "gpuprobe: refused: {}\n",
+                crate::neutral::inline(&r.message)
+            ));
+        }
+        return Ok(crate::error::exit::PROBLEM);
+    }
+    print_plan(a, &plan, github_output.as_deref())?;
+    Ok(if plan.refused() {
+        crate::error::exit::PROBLEM
+    } else {
+        0
+    })
+}
+
+/// `--format github` writes to `$GITHUB_OUTPUT`: a usage error outside GitHub Actions.
+fn github_output(a: &CmakeFlagsArgs) -> Result<Option<std::ffi::OsString>, crate::Error> {
+    Ok(match a.format {
         Format::Github => Some(
             std::env::var_os("GITHUB_OUTPUT")
                 .filter(|v| !v.is_empty())
@@ -213,9 +314,20 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
                 })?,
         ),
         _ => None,
-    };
-    let k = Knowledge::load()?;
-    let llama = llama_target(a.llama_cpp.as_deref(), a.llama_build, &k)?;
+    })
+}
+
+/// The toolkit versions a plan is for, and where each came from.
+struct Toolkits {
+    rocm: Option<Version>,
+    cuda: Option<Version>,
+    rocm_source: String,
+    cuda_source: String,
+}
+
+/// The toolkits given (`--rocm`, `--cuda`, a `--toolchain` path, checked before anything is
+/// probed), and whether to look for them (`--toolchain auto` with no version given).
+fn toolkits_given(a: &CmakeFlagsArgs) -> Result<(Toolkits, bool)> {
     let mut rocm = a
         .rocm
         .as_deref()
@@ -265,11 +377,26 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
             false
         }
     };
+    Ok((
+        Toolkits {
+            rocm,
+            cuda,
+            rocm_source,
+            cuda_source,
+        },
+        auto_toolchain,
+    ))
+}
 
-    // --from: every document is evidence; without --targets/--machine the reports are also
-    // what to plan for (one report: that machine; several: the union of their GPUs).
-    let docs = crate::evidence::load_all(&a.from)?;
-    let evidence = crate::evidence::Evidence::with_documents(&docs)?;
+/// The devices to plan for when they are given: declared targets, a declared machine, one
+/// report, or the union of several (with the OS and runtime series they share). None: probe
+/// this machine.
+#[allow(clippy::type_complexity)]
+fn declared_devices<'a>(
+    k: &Knowledge,
+    a: &CmakeFlagsArgs,
+    docs: &'a [(std::path::PathBuf, Document)],
+) -> Result<Option<(Devices<'a>, Option<Os>, Option<Version>)>> {
     let reports: Vec<&Report> = docs
         .iter()
         .filter_map(|(_, d)| match d {
@@ -277,13 +404,12 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
             Document::Exercise(_) => None,
         })
         .collect();
-    let report_owned: Report;
     let mut fleet_os: Option<Os> = None;
     let mut fleet_series: Option<Version> = None;
     let devices = if let Some(list) = &a.targets {
         Devices::Declared(k.targets.expand(list)?)
     } else if let Some(list) = &a.machine {
-        Devices::Machine(machine_gpus(&k, list)?)
+        Devices::Machine(machine_gpus(k, list)?)
     } else if let [one] = reports.as_slice() {
         let origin = docs
             .iter()
@@ -296,7 +422,7 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
             mode: Mode::Report,
         }
     } else if reports.len() > 1 {
-        let (archs, os, series) = fleet(&k, &reports)?;
+        let (archs, os, series) = fleet(k, &reports)?;
         fleet_os = os;
         fleet_series = series;
         Devices::Declared(archs)
@@ -308,35 +434,36 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
         )
         .into());
     } else {
-        report_owned = crate::probe::detect(&probe_options(&a.probe)?);
-        if report_owned.devices.is_empty() {
-            super::eprint(&super::detect::table(&report_owned));
-            return Err(crate::Error::Environment {
-                message: "no GPU found to plan for".into(),
-                fix: "declare targets instead: gpuprobe cmake-flags --targets gfx1100,gfx120X (or sm_86,sm_90)".into(),
-            }
-            .into());
-        }
-        Devices::Measured {
-            report: &report_owned,
-            mode: Mode::Probe,
-        }
+        return Ok(None);
     };
-    let report = match &devices {
-        Devices::Measured { report, .. } => Some(*report),
-        Devices::Declared(_) | Devices::Machine(_) => None,
-    };
-    let backend = a.probe.backend.backend();
-    if auto_toolchain {
-        let wanted = plan_backends(&k, backend, &devices);
+    Ok(Some((devices, fleet_os, fleet_series)))
+}
+
+/// Probes this machine; finding no GPU is an error here (there is nothing to plan for).
+fn probe_here(a: &CmakeFlagsArgs) -> Result<Report> {
+    let report = crate::probe::detect(&probe_options(&a.probe)?);
+    if report.devices.is_empty() {
+        super::eprint(&super::detect::table(&report));
+        return Err(crate::Error::Environment {
+            message: "no GPU found to plan for".into(),
+            fix: "declare targets instead: gpuprobe cmake-flags --targets gfx1100,gfx120X (or sm_86,sm_90)".into(),
+        }
+        .into());
+    }
+    Ok(report)
+}
+
+impl Toolkits {
+    /// `--toolchain auto`: the toolkits on this machine, for the backends the plan is about.
+    fn find(&mut self, wanted: &[Backend]) {
         if wanted.contains(&Backend::Cuda)
             && let Some((v, src)) = toolchain::cuda_version(None)
         {
             super::note(&format!(
                 "CUDA {v} from `{src}` (override with --cuda VER, or --toolchain none)"
             ));
-            cuda = Some(v);
-            cuda_source = src;
+            self.cuda = Some(v);
+            self.cuda_source = src;
         }
         if wanted.contains(&Backend::Hip)
             && let Some((v, src)) = toolchain::rocm_version(None)
@@ -344,125 +471,69 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
             super::note(&format!(
                 "ROCm {v} from `{src}` (override with --rocm VER, or --toolchain none)"
             ));
-            rocm = Some(v);
-            rocm_source = src;
+            self.rocm = Some(v);
+            self.rocm_source = src;
         }
     }
-    if rocm.is_none()
-        && let Some(v) = fleet_series
-    {
-        super::note(&format!(
-            "ROCm {v}: the runtime every report measured (override with --rocm VER)"
-        ));
-        rocm = Some(v);
-        rocm_source = "the reports' HIP runtime".into();
-    }
-    let os = match a.os {
-        Some(OsChoice::Linux) => Os::Linux,
-        Some(OsChoice::Windows) => Os::Windows,
-        Some(OsChoice::Wsl) => Os::Wsl,
-        None => fleet_os.unwrap_or_else(|| host_os(report)),
-    };
-    let env_set = match report {
-        Some(r) => r.environment.iter().map(|e| e.name.clone()).collect(),
-        None => crate::probe::env::set_names(),
-    };
-    let req = Request {
-        devices,
-        backend,
-        llama,
-        rocm,
-        cuda,
-        rocm_source,
-        cuda_source,
-        os,
-        env_set,
-        force_no_vmm: a.force_no_vmm,
-        evidence,
-    };
-    let mut plan = resolve(&k, &req)?;
-    if report.is_none() {
-        // The resolver names these from a measured report; where nothing was measured, the
-        // planning shell's own values are all there is (quirks matched on their names, Q9, Q29).
-        for e in crate::probe::env::notices() {
-            plan.warnings.push(crate::plan::Note {
-                severity: crate::quirks::Severity::Medium,
-                message: format!(
-                    "{}={} is set where this plan is made: {}",
-                    e.name,
-                    crate::neutral::inline(&e.value),
-                    e.effect
-                ),
-                quirks: Vec::new(),
-                targets: Vec::new(),
-            });
-        }
-    }
-    if a.explain {
-        super::eprint(&emit::explain(&plan, &k));
-    }
-    if plan.refused() && a.format != Format::Json {
-        for r in &plan.refusals {
-            super::eprint(&format!(
-                "gpuprobe: refused: {}\n",
-                crate::neutral::inline(&r.message)
-            ));
-        }
-        return Ok(crate::error::exit::PROBLEM);
-    }
+}
+
+/// Prints the plan in the format asked for.
+fn print_plan(
+    a: &CmakeFlagsArgs,
+    plan: &crate::plan::Plan,
+    github_output: Option<&std::ffi::OsStr>,
+) -> Result<()> {
     match a.format {
-        Format::Shell => print(&emit::shell::render(&plan))?,
-        Format::Json => print(&emit::json(&plan))?,
-        Format::Preset => print(&emit::preset::render(&plan)?)?,
-        Format::Args => {
-            let groups: Vec<_> = match &a.group {
-                Some(name) => {
-                    let g: Vec<_> = plan.groups.iter().filter(|g| &g.name == name).collect();
-                    if g.is_empty() {
-                        let names: Vec<&str> =
-                            plan.groups.iter().map(|g| g.name.as_str()).collect();
-                        return Err(crate::Error::input(
-                            "--group",
-                            format!("no group named `{name}`"),
-                            format!("use one of: {}", names.join(", ")),
-                        )
-                        .into());
-                    }
-                    g
-                }
-                None => plan.groups.iter().collect(),
-            };
-            if groups.len() > 1 {
-                crate::neutral::eprintln(&format!(
-                    "gpuprobe: note: {} build groups, one line each ({}); pick one with --group",
-                    groups.len(),
-                    groups
-                        .iter()
-                        .map(|g| g.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-            }
-            let lines = groups
-                .iter()
-                .map(|g| emit::args::render(g))
-                .collect::<Result<String, _>>()?;
-            print(&lines)?;
-        }
+        Format::Shell => print(&emit::shell::render(plan))?,
+        Format::Json => print(&emit::json(plan))?,
+        Format::Preset => print(&emit::preset::render(plan)?)?,
+        Format::Args => print(&args_lines(a, plan)?)?,
         Format::Github => {
             // Checked before planning: present here.
-            let Some(output) = &github_output else {
-                return Ok(crate::error::exit::USAGE);
+            let Some(output) = github_output else {
+                return Ok(());
             };
             let summary = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|v| !v.is_empty());
             let annotations =
-                emit::github::write(&plan, Path::new(output), summary.as_deref().map(Path::new))?;
+                emit::github::write(plan, Path::new(output), summary.as_deref().map(Path::new))?;
             print(&annotations)?;
         }
     }
-    Ok(if plan.refused() {
-        crate::error::exit::PROBLEM
-    } else {
-        0
-    })
+    Ok(())
+}
+
+/// `--format args`: one line per group, or the one `--group` names.
+fn args_lines(a: &CmakeFlagsArgs, plan: &crate::plan::Plan) -> Result<String> {
+    let groups: Vec<_> = match &a.group {
+        Some(name) => {
+            let g: Vec<_> = plan.groups.iter().filter(|g| &g.name == name).collect();
+            if g.is_empty() {
+                let names: Vec<&str> = plan.groups.iter().map(|g| g.name.as_str()).collect();
+                return Err(crate::Error::input(
+                    "--group",
+                    format!("no group named `{name}`"),
+                    format!("use one of: {}", names.join(", ")),
+                )
+                .into());
+            }
+            g
+        }
+        None => plan.groups.iter().collect(),
+    };
+    if groups.len() > 1 {
+        crate::neutral::eprintln(&format!(
+            "gpuprobe: note: {} build groups, one line each ({}); pick one with --group",
+            groups.len(),
+            groups
+                .iter()
+                .map(|g| g.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let lines = groups
+        .iter()
+        .map(|g| emit::args::render(g))
+        .collect::<Result<String, _>>()?;
+    Ok(lines)
 }

@@ -449,6 +449,57 @@ pub fn render(r: &CheckReport) -> String {
         (None, false) => "unknown".into(),
     };
     o.push_str(&format!("  backend     {backend}\n"));
+    render_build_devices(r, &mut o);
+    let vmm = match b.vmm.compiled {
+        Some(true) => "compiled in",
+        Some(false) => "compiled out (legacy pool)",
+        None => "unknown",
+    };
+    if !b.cpu_only {
+        o.push_str(&format!("  VMM pool    {vmm}: {}\n", b.vmm.evidence));
+    }
+    for reg in &r.extracted.registries {
+        if reg.name == "CPU" {
+            continue;
+        }
+        let feats: Vec<String> = reg
+            .features
+            .iter()
+            .map(|f| format!("{} = {}", f.key, f.value))
+            .collect();
+        o.push_str(&format!(
+            "  features    {} : {}\n",
+            reg.name,
+            feats.join(" | ")
+        ));
+    }
+    for m in &r.not_found {
+        o.push_str(&format!("  not found   {}: {}\n", m.what, m.how));
+    }
+
+    render_machine(r, &mut o);
+
+    render_findings(r, &mut o);
+    let s = &r.summary;
+    o.push_str(&format!(
+        "\n{} error(s), {} warning(s), {} info: {}\n",
+        s.errors,
+        s.warnings,
+        s.infos,
+        if s.exit_code == 0 {
+            "no problems (exit 0)"
+        } else {
+            "problems found (exit 1)"
+        }
+    ));
+    // Device names, versions and features come from the build's output: nothing from it reaches
+    // the terminal un-neutralised.
+    o.lines().map(|l| text::neutralise(l) + "\n").collect()
+}
+
+/// The devices the build's output lists (or, without device lines, its device list).
+fn render_build_devices(r: &CheckReport, o: &mut String) {
+    let b = &r.build;
     let mut first = true;
     for d in &r.extracted.devices {
         let mut line = format!("{}{} {}", d.backend, d.index, d.name);
@@ -490,33 +541,10 @@ pub fn render(r: &CheckReport) -> String {
     if first && b.backend.is_some() {
         o.push_str("  devices     none listed\n");
     }
-    let vmm = match b.vmm.compiled {
-        Some(true) => "compiled in",
-        Some(false) => "compiled out (legacy pool)",
-        None => "unknown",
-    };
-    if !b.cpu_only {
-        o.push_str(&format!("  VMM pool    {vmm}: {}\n", b.vmm.evidence));
-    }
-    for reg in &r.extracted.registries {
-        if reg.name == "CPU" {
-            continue;
-        }
-        let feats: Vec<String> = reg
-            .features
-            .iter()
-            .map(|f| format!("{} = {}", f.key, f.value))
-            .collect();
-        o.push_str(&format!(
-            "  features    {} : {}\n",
-            reg.name,
-            feats.join(" | ")
-        ));
-    }
-    for m in &r.not_found {
-        o.push_str(&format!("  not found   {}: {}\n", m.what, m.how));
-    }
+}
 
+/// This machine as check-build saw it, and what gpuprobe would build for it.
+fn render_machine(r: &CheckReport, o: &mut String) {
     let source = match r.machine.mode {
         None => "not probed".to_string(),
         Some(Mode::Report) => format!("from {}", r.machine.source),
@@ -550,7 +578,10 @@ pub fn render(r: &CheckReport) -> String {
             ));
         }
     }
+}
 
+/// The findings, each with the lines it rests on, why, the fix and its quirks.
+fn render_findings(r: &CheckReport, o: &mut String) {
     o.push_str("\nfindings\n");
     if r.findings.is_empty() {
         o.push_str("  none\n");
@@ -579,21 +610,6 @@ pub fn render(r: &CheckReport) -> String {
             ));
         }
     }
-    let s = &r.summary;
-    o.push_str(&format!(
-        "\n{} error(s), {} warning(s), {} info: {}\n",
-        s.errors,
-        s.warnings,
-        s.infos,
-        if s.exit_code == 0 {
-            "no problems (exit 0)"
-        } else {
-            "problems found (exit 1)"
-        }
-    ));
-    // Device names, versions and features come from the build's output: nothing from it reaches
-    // the terminal un-neutralised.
-    o.lines().map(|l| text::neutralise(l) + "\n").collect()
 }
 
 /// The machine from a report, for [`Options`].

@@ -920,126 +920,23 @@ fn check(path: &Path, text: &str) -> Result<i32> {
     Ok(exit::PROBLEM)
 }
 
-/// A line diff in unified format (longest common subsequence; the common head and tail are
-/// trimmed first, so the table only covers the changed middle).
+/// A line diff in unified format, as `diff -u` writes it.
 mod diff {
-    #[derive(Clone, Copy, PartialEq)]
-    enum Op {
-        Same,
-        Del,
-        Add,
-    }
-
     pub fn unified(old: &str, new: &str, old_name: &str, new_name: &str, context: usize) -> String {
-        let a: Vec<&str> = old.lines().collect();
-        let b: Vec<&str> = new.lines().collect();
-        let ops = script(&a, &b);
-        // (op, old index, new index) for every op.
-        let mut rows = Vec::with_capacity(ops.len());
-        let (mut i, mut j) = (0usize, 0usize);
-        for op in &ops {
-            rows.push((*op, i, j));
-            match op {
-                Op::Same => {
-                    i += 1;
-                    j += 1;
-                }
-                Op::Del => i += 1,
-                Op::Add => j += 1,
-            }
-        }
-        let changed: Vec<usize> = rows
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.0 != Op::Same)
-            .map(|(k, _)| k)
-            .collect();
-        let mut out = format!("--- {old_name}\n+++ {new_name}\n");
-        let mut k = 0;
-        while k < changed.len() {
-            let first = changed[k];
-            let mut last = first;
-            while k + 1 < changed.len() && changed[k + 1] - last <= 2 * context + 1 {
-                k += 1;
-                last = changed[k];
-            }
-            k += 1;
-            let start = first.saturating_sub(context);
-            let end = (last + 1 + context).min(rows.len());
-            let slice = &rows[start..end];
-            let old_len = slice.iter().filter(|r| r.0 != Op::Add).count();
-            let new_len = slice.iter().filter(|r| r.0 != Op::Del).count();
-            let old_start = if old_len > 0 {
-                slice[0].1 + 1
+        // Compared line by line, as the lines are read: a missing final newline is no change.
+        let ended = |s: &str| {
+            if s.is_empty() || s.ends_with('\n') {
+                s.to_string()
             } else {
-                slice[0].1
-            };
-            let new_start = if new_len > 0 {
-                slice[0].2 + 1
-            } else {
-                slice[0].2
-            };
-            out.push_str(&format!(
-                "@@ -{old_start},{old_len} +{new_start},{new_len} @@\n"
-            ));
-            for (op, oi, nj) in slice {
-                match op {
-                    Op::Same => out.push_str(&format!(" {}\n", a[*oi])),
-                    Op::Del => out.push_str(&format!("-{}\n", a[*oi])),
-                    Op::Add => out.push_str(&format!("+{}\n", b[*nj])),
-                }
+                format!("{s}\n")
             }
-        }
-        out
-    }
-
-    fn script(a: &[&str], b: &[&str]) -> Vec<Op> {
-        let head = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-        let tail = a[head..]
-            .iter()
-            .rev()
-            .zip(b[head..].iter().rev())
-            .take_while(|(x, y)| x == y)
-            .count();
-        let (ma, mb) = (&a[head..a.len() - tail], &b[head..b.len() - tail]);
-        let mut ops = vec![Op::Same; head];
-        if ma.len().saturating_mul(mb.len()) > 25_000_000 {
-            // Too large for the table: show the middle as replaced.
-            ops.extend(std::iter::repeat_n(Op::Del, ma.len()));
-            ops.extend(std::iter::repeat_n(Op::Add, mb.len()));
-        } else {
-            // lcs[i][j]: length of the LCS of ma[i..] and mb[j..].
-            let w = mb.len() + 1;
-            let mut lcs = vec![0u32; (ma.len() + 1) * w];
-            for i in (0..ma.len()).rev() {
-                for j in (0..mb.len()).rev() {
-                    lcs[i * w + j] = if ma[i] == mb[j] {
-                        lcs[(i + 1) * w + j + 1] + 1
-                    } else {
-                        lcs[(i + 1) * w + j].max(lcs[i * w + j + 1])
-                    };
-                }
-            }
-            let (mut i, mut j) = (0, 0);
-            while i < ma.len() || j < mb.len() {
-                if i < ma.len() && j < mb.len() && ma[i] == mb[j] {
-                    ops.push(Op::Same);
-                    i += 1;
-                    j += 1;
-                } else if i < ma.len()
-                    && (j == mb.len() || lcs[(i + 1) * w + j] >= lcs[i * w + j + 1])
-                {
-                    // Deletions first, so a changed line reads `-old` then `+new`.
-                    ops.push(Op::Del);
-                    i += 1;
-                } else {
-                    ops.push(Op::Add);
-                    j += 1;
-                }
-            }
-        }
-        ops.extend(std::iter::repeat_n(Op::Same, tail));
-        ops
+        };
+        let (old, new) = (ended(old), ended(new));
+        let hunks = similar::TextDiff::from_lines(&old, &new)
+            .unified_diff()
+            .context_radius(context)
+            .to_string();
+        format!("--- {old_name}\n+++ {new_name}\n{hunks}")
     }
 
     #[cfg(test)]
@@ -1053,6 +950,13 @@ mod diff {
                 d,
                 "--- x\n+++ y\n@@ -2,7 +2,7 @@\n b\n c\n d\n-e\n+E\n f\n g\n h\n"
             );
+        }
+
+        #[test]
+        fn a_missing_final_newline_is_no_change() {
+            let d = super::unified("a\nb", "a\nB\n", "x", "y", 3);
+            assert_eq!(d, "--- x\n+++ y\n@@ -1,2 +1,2 @@\n a\n-b\n+B\n");
+            assert_eq!(super::unified("a", "a\n", "x", "y", 3), "--- x\n+++ y\n");
         }
 
         #[test]

@@ -88,33 +88,13 @@ pub fn view(dump: &Dump, origin: &str) -> HostView {
     HostView::replay(dump.inputs.clone(), origin)
 }
 
-/// Redacts `dump` and writes it whole (a temporary file renamed into place), or not at all.
+/// Redacts `dump` and writes it whole (atomically, through `files::write_atomic`), or not at all.
 pub fn write(path: &Path, dump: Dump) -> Result<Dump, Error> {
     let redactor = Redactor::for_machine(&dump.inputs);
     let redacted = redactor.apply(dump)?;
     let text = serde_json::to_string_pretty(&redacted)
         .map_err(|e| Error::input("--dump", format!("cannot encode: {e}"), "report this bug"))?;
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "dump.json".into());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let io = |e: std::io::Error| {
-        Error::input(
-            format!("--dump {}", path.display()),
-            format!("cannot write: {e}"),
-            "give a path in a writable folder",
-        )
-    };
-    std::fs::write(&tmp, text + "\n").map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        io(e)
-    })?;
+    crate::files::write_atomic(path, (text + "\n").as_bytes(), "--dump")?;
     Ok(redacted)
 }
 

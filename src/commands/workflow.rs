@@ -572,63 +572,11 @@ fn job(
         Os::Windows => ("windows", wf::WINDOWS_RUNNER),
         Os::Linux | Os::Wsl => ("linux", wf::LINUX_RUNNER),
     };
-    // A quirk that matched this plan (its warning is in the plan) may name the runner image:
-    // Q18 pins windows-2022 for Windows HIP builds.
-    let from_quirk = plan
-        .warnings
-        .iter()
-        .flat_map(|n| n.quirks.iter())
-        .filter_map(|id| k.quirk(id))
-        .find_map(|q| q.effect.runner.as_ref().map(|r| (r.clone(), q)));
-    let (runner, runner_comment) = match from_quirk {
-        Some((r, q)) => {
-            if r.is_empty()
-                || !r
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
-            {
-                return Err(Error::input(
-                    format!("quirk {}", q.id),
-                    format!("effect.runner `{r}` is not a runner label"),
-                    "write a GitHub runner image label such as windows-2022",
-                )
-                .into());
-            }
-            let why = wrap(
-                &format!("{r}, not the newer images: {} ({}).", q.title, q.id),
-                96,
-                "",
-            );
-            (r, why)
-        }
-        None => (
-            default_runner.to_string(),
-            vec![format!(
-                "{default_runner}: a versioned image, so the workflow does not change under its users."
-            )],
-        ),
-    };
+    let (runner, runner_comment) = runner_for(k, plan, default_runner)?;
     let toolkit_word = plan.backend.toolkit_option();
     let mut entries = Vec::new();
     for g in &plan.groups {
-        for f in &g.flags {
-            let bad = |c: char| c.is_whitespace() || c.is_control() || "\"'`\\".contains(c);
-            if f.name.is_empty()
-                || !f
-                    .name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_')
-                || f.value.chars().any(bad)
-            {
-                let q = f.quirks.join(", ");
-                return Err(Error::input(
-                    if q.is_empty() { "plan".to_string() } else { format!("quirk {q}") },
-                    format!("flag -D{}={} cannot be passed through a workflow matrix (names are A-Z, 0-9, _; values have no spaces or quotes)", f.name, f.value),
-                    "correct the quirk record's effect.set",
-                )
-                .into());
-            }
-        }
+        check_matrix_flags(g)?;
         let (flag, no_vmm) = vmm_expectation(g);
         let vmm_words = match no_vmm {
             Some(true) => "legacy pool (VMM compiled out)",
@@ -709,18 +657,7 @@ fn job(
         extra: b.bundle_extra.get(os).join(";"),
         data: b.bundle_data.get(os).join(";"),
     };
-    let mut notes = format!("  - {}\n", install.needs);
-    let runtime = runtime_notes(plan);
-    if !runtime.is_empty() {
-        notes.push_str("\nAt run time:\n");
-        for n in runtime {
-            for (i, line) in wrap(&n, 94, "    ").into_iter().enumerate() {
-                notes.push_str(if i == 0 { "  - " } else { "" });
-                notes.push_str(&line);
-                notes.push('\n');
-            }
-        }
-    }
+    let notes = package_notes(&install.needs, plan);
     Ok(Job {
         id,
         runner,
@@ -739,6 +676,88 @@ fn job(
         bundle,
         notes,
     })
+}
+
+/// The runner image of a job, and why: a quirk that matched this plan (its warning is in the
+/// plan) may name it (Q18 pins windows-2022 for Windows HIP builds), else the versioned default.
+fn runner_for(k: &Knowledge, plan: &Plan, default_runner: &str) -> Result<(String, Vec<String>)> {
+    // A quirk that matched this plan (its warning is in the plan) may name the runner image:
+    // Q18 pins windows-2022 for Windows HIP builds.
+    let from_quirk = plan
+        .warnings
+        .iter()
+        .flat_map(|n| n.quirks.iter())
+        .filter_map(|id| k.quirk(id))
+        .find_map(|q| q.effect.runner.as_ref().map(|r| (r.clone(), q)));
+    Ok(match from_quirk {
+        Some((r, q)) => {
+            if r.is_empty()
+                || !r
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+            {
+                return Err(Error::input(
+                    format!("quirk {}", q.id),
+                    format!("effect.runner `{r}` is not a runner label"),
+                    "write a GitHub runner image label such as windows-2022",
+                )
+                .into());
+            }
+            let why = wrap(
+                &format!("{r}, not the newer images: {} ({}).", q.title, q.id),
+                96,
+                "",
+            );
+            (r, why)
+        }
+        None => (
+            default_runner.to_string(),
+            vec![format!(
+                "{default_runner}: a versioned image, so the workflow does not change under its users."
+            )],
+        ),
+    })
+}
+
+/// Flags reach the build through a workflow matrix: names are A-Z, 0-9, _; values have no
+/// spaces or quotes (a quirk file could say otherwise).
+fn check_matrix_flags(g: &crate::plan::Group) -> Result<()> {
+    for f in &g.flags {
+        let bad = |c: char| c.is_whitespace() || c.is_control() || "\"'`\\".contains(c);
+        if f.name.is_empty()
+            || !f
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+            || f.value.chars().any(bad)
+        {
+            let q = f.quirks.join(", ");
+            return Err(Error::input(
+                if q.is_empty() { "plan".to_string() } else { format!("quirk {q}") },
+                format!("flag -D{}={} cannot be passed through a workflow matrix (names are A-Z, 0-9, _; values have no spaces or quotes)", f.name, f.value),
+                "correct the quirk record's effect.set",
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// The package README's notes: what the machine needs, and what the plan says about run time.
+fn package_notes(needs: &str, plan: &Plan) -> String {
+    let mut notes = format!("  - {needs}\n");
+    let runtime = runtime_notes(plan);
+    if !runtime.is_empty() {
+        notes.push_str("\nAt run time:\n");
+        for n in runtime {
+            for (i, line) in wrap(&n, 94, "    ").into_iter().enumerate() {
+                notes.push_str(if i == 0 { "  - " } else { "" });
+                notes.push_str(&line);
+                notes.push('\n');
+            }
+        }
+    }
+    notes
 }
 
 /// `targets` as one list (`split` false), or split by the GPU family each target belongs to in

@@ -89,35 +89,8 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
     let mut paths: Vec<String> = Vec::new();
     let mut binary_dir = None;
     if let Some(bin) = &a.binary {
-        // Will it load here? Read before running it: a missing library or symbol version is
-        // named, not left to the loader's one-line error.
-        let located = runner::locate(bin)?;
-        binary_dir = located.parent().map(|d| d.display().to_string());
-        let load = check_build::elf::check(&located);
-        needed.extend(load.program.needed.iter().cloned());
-        for (_, l) in &load.backends {
-            needed.extend(l.needed.iter().cloned());
-        }
-        let load_findings = check_build::elf::findings(&load);
-        if load.cannot_start() {
-            eprintln!(
-                "gpuprobe: {} cannot start on this machine (see the findings); it was not run",
-                crate::host::printable(&bin.display().to_string())
-            );
-            extra = load_findings;
-        } else {
-            let out = runner::examine(bin, opts.timeout)?;
-            let short = bin
-                .file_name()
-                .map(|n| n.to_string_lossy().to_string())
-                .unwrap_or_else(|| bin.display().to_string());
-            for r in &out.runs {
-                corpus.push(r.command(Path::new(&short)), &r.output);
-            }
-            runs = out.runs;
-            extra = out.findings;
-            extra.extend(load_findings);
-        }
+        let seen = examine_binary(bin, opts.timeout, &mut corpus, &mut needed)?;
+        (runs, extra, binary_dir) = seen;
         paths.push(bin.display().to_string());
     }
     // Every log is read before anything is probed: a bad one fails first.
@@ -171,11 +144,86 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
         _ => (None, None),
     };
     // The toolkit the build's libraries reveal, against the driver measured here.
-    if let Some(m) = machine.as_ref()
-        && let Some(driver) = crate::host::toolkit::driver_cuda(m.report)
-    {
+    if let Some(m) = machine.as_ref() {
+        extra.extend(toolkit_findings(m, &needed));
+    }
+    let env_set = env_set_for(&k, machine.as_ref());
+    let options = Options {
+        knowledge: &k,
+        binary_dir,
+        os: host_os(machine.as_ref().map(|m| m.report)),
+        machine,
+        llama_build: a.llama_build,
+        env_set,
+        report_path,
+    };
+    let report = check_build::check_corpus(&corpus, input, extra, &options);
+    let json = serde_json::to_string_pretty(&report)? + "\n";
+    if let Some(path) = &a.output {
+        write_whole(path, &json)?;
+    }
+    if a.json {
+        print(&json)?;
+    } else {
+        print(&check_build::render(&report))?;
+    }
+    Ok(report.summary.exit_code)
+}
+
+/// Will the binary load here (its ELF read before it runs: a missing library or symbol version
+/// is named, not left to the loader's one-line error), and what it says when run. Returns its
+/// runs, the findings so far and its folder; the libraries it needs go to `needed`.
+#[allow(clippy::type_complexity)]
+fn examine_binary(
+    bin: &Path,
+    timeout: std::time::Duration,
+    corpus: &mut Corpus,
+    needed: &mut std::collections::BTreeSet<String>,
+) -> Result<(
+    Vec<runner::Invocation>,
+    Vec<check_build::Finding>,
+    Option<String>,
+)> {
+    // Will it load here? Read before running it: a missing library or symbol version is
+    // named, not left to the loader's one-line error.
+    let located = runner::locate(bin)?;
+    let binary_dir = located.parent().map(|d| d.display().to_string());
+    let load = check_build::elf::check(&located);
+    needed.extend(load.program.needed.iter().cloned());
+    for (_, l) in &load.backends {
+        needed.extend(l.needed.iter().cloned());
+    }
+    let load_findings = check_build::elf::findings(&load);
+    if load.cannot_start() {
+        eprintln!(
+            "gpuprobe: {} cannot start on this machine (see the findings); it was not run",
+            crate::host::printable(&bin.display().to_string())
+        );
+        Ok((Vec::new(), load_findings, binary_dir))
+    } else {
+        let out = runner::examine(bin, timeout)?;
+        let short = bin
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_else(|| bin.display().to_string());
+        for r in &out.runs {
+            corpus.push(r.command(Path::new(&short)), &r.output);
+        }
+        let mut extra = out.findings;
+        extra.extend(load_findings);
+        Ok((out.runs, extra, binary_dir))
+    }
+}
+
+/// The CUDA toolkit the build's libraries reveal, against the driver measured here.
+fn toolkit_findings(
+    m: &check_build::Machine<'_>,
+    needed: &std::collections::BTreeSet<String>,
+) -> Vec<check_build::Finding> {
+    let mut extra = Vec::new();
+    if let Some(driver) = crate::host::toolkit::driver_cuda(m.report) {
         let module = crate::host::toolkit::driver_module(m.report);
-        for (backend, major, lib) in check_build::elf::toolkits(&needed) {
+        for (backend, major, lib) in check_build::elf::toolkits(needed) {
             if backend != crate::report::Backend::Cuda {
                 continue;
             }
@@ -200,7 +248,14 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
             }
         }
     }
-    let env_set = match machine.as_ref() {
+    extra
+}
+
+/// The environment variables the quirks may ask about: the report's, or the watched ones set
+/// here and any runtime variable a quirk recommends that is already set (advice that is already
+/// followed is only information).
+fn env_set_for(k: &Knowledge, machine: Option<&check_build::Machine<'_>>) -> Vec<String> {
+    match machine {
         Some(m) if m.mode == Mode::Report => m
             .report
             .environment
@@ -220,27 +275,7 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
             }
             names
         }
-    };
-    let options = Options {
-        knowledge: &k,
-        binary_dir,
-        os: host_os(machine.as_ref().map(|m| m.report)),
-        machine,
-        llama_build: a.llama_build,
-        env_set,
-        report_path,
-    };
-    let report = check_build::check_corpus(&corpus, input, extra, &options);
-    let json = serde_json::to_string_pretty(&report)? + "\n";
-    if let Some(path) = &a.output {
-        write_whole(path, &json)?;
     }
-    if a.json {
-        print(&json)?;
-    } else {
-        print(&check_build::render(&report))?;
-    }
-    Ok(report.summary.exit_code)
 }
 
 /// Writes `text` to `path` whole, or not at all.

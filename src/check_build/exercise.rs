@@ -330,74 +330,15 @@ pub fn judge_run(
     facts: &super::parse::BuildFacts,
     faults: std::result::Result<Vec<String>, String>,
 ) -> DeviceResult {
-    let mut passed = 0usize;
-    let mut failed: Vec<String> = Vec::new();
-    let mut last_op: Option<String> = None;
-    let mut tested_here = false;
-    let mut skipped_here = false;
-    let mut section_is_ours = false;
-    let mut description: Option<String> = None;
-    // `  2133/2134 tests passed` of our backend's section: the count test-backend-ops itself keeps.
-    let mut summary: Option<(usize, usize)> = None;
-    let mut in_failing_list = false;
-    for raw in inv.output.lines() {
-        let line = strip_ansi(raw);
-        if line.trim() == "Failing tests:" {
-            in_failing_list = true;
-            continue;
-        }
-        if in_failing_list {
-            let name = line.trim();
-            if name.is_empty() || !line.starts_with(' ') {
-                in_failing_list = false;
-            } else {
-                if !failed.iter().any(|f| f == name) {
-                    failed.push(name.to_string());
-                }
-                continue;
-            }
-        }
-        if section_is_ours && let Some(counts) = tests_passed(&line) {
-            summary = Some(counts);
-        }
-        if let Some(rest) = line.strip_prefix("Backend ") {
-            // `Backend 1/2: CUDA0`
-            section_is_ours = rest
-                .split_once(": ")
-                .is_some_and(|(_, name)| name.trim() == t.device);
-            continue;
-        }
-        if section_is_ours {
-            let l = line.trim();
-            if let Some(d) = l.strip_prefix("Device description:") {
-                description.get_or_insert_with(|| d.trim().to_string());
-                tested_here = true;
-            }
-            if l.starts_with("Device memory:") {
-                tested_here = true;
-            }
-            if l.starts_with("Skipping") {
-                skipped_here = true;
-            }
-        }
-        if let Some((op, params, status)) = op_line(&line) {
-            let name = format!("{op}({params})");
-            if status.ends_with("OK") {
-                passed += 1;
-            } else if status.ends_with("FAIL") && !failed.contains(&name) {
-                failed.push(name.clone());
-            }
-            last_op = Some(name);
-        }
-    }
-    if let Some((ok, total)) = summary {
-        let unread = total.saturating_sub(ok).saturating_sub(failed.len());
-        if unread > 0 {
-            failed.push(format!(
-                "{unread} more failed test(s) whose result line could not be read ({ok}/{total} tests passed)"
-            ));
-        }
-    }
+    let RunOutput {
+        passed,
+        failed,
+        last_op,
+        tested_here,
+        skipped_here,
+        description,
+        summary,
+    } = read_output(&t.device, &inv.output);
     let ops_run: Vec<String> = ops
         .split(',')
         .map(|s| s.trim().to_string())
@@ -407,83 +348,13 @@ pub fn judge_run(
         Ok(f) => (f, None),
         Err(e) => (Vec::new(), Some(format!("kernel log not readable ({e})"))),
     };
-    let tail = inv
-        .output_tail
-        .last()
-        .map(|l| neutralise(&strip_ansi(l)))
-        .unwrap_or_default();
-    let (mut outcome, mut reason) = if inv.timed_out {
-        (
-            Outcome::Hang,
-            format!(
-                "killed after {:.0} s without finishing ({passed} tests had passed)",
-                inv.elapsed_ms as f64 / 1000.0
-            ),
-        )
-    } else if let Some(sig) = inv.signal {
-        (
-            Outcome::Crash,
-            format!(
-                "died with {} ({passed} tests had passed); last line: {tail}",
-                crate::probe::orchestrator::signal_name(sig)
-            ),
-        )
-    } else if let Some(e) = &inv.not_started {
-        (
-            Outcome::NotRun,
-            format!("test-backend-ops could not be started: {e}"),
-        )
-    } else if !failed.is_empty() {
-        (Outcome::Fail, {
-            let (bad, total) = match summary {
-                Some((ok, total)) => (total.saturating_sub(ok), total),
-                None => (failed.len(), failed.len() + passed),
-            };
-            let shown: Vec<String> = failed.iter().take(3).map(|f| neutralise(f)).collect();
-            format!(
-                "{bad} of {total} tests failed ({}): {}{}",
-                inv.status,
-                shown.join("; "),
-                if failed.len() > 3 { "; ..." } else { "" }
-            )
-        })
-    } else if !tested_here || skipped_here {
-        let listed: Vec<String> = facts
-            .devices
-            .iter()
-            .map(|d| format!("{}{}", d.backend, d.index))
-            .collect();
-        (
-            Outcome::NotRun,
-            format!(
-                "this test-backend-ops has no device {}{}",
-                t.device,
-                if listed.is_empty() {
-                    " (it lists no GPU: is it a build for this backend?)".to_string()
-                } else {
-                    format!(" (it lists {})", listed.join(", "))
-                }
-            ),
-        )
-    } else if inv.exit_code != Some(0) {
-        (
-            Outcome::Fail,
-            format!(
-                "test-backend-ops ended with {} although no test failed; last line: {tail}",
-                inv.status
-            ),
-        )
-    } else if passed == 0 {
-        (
-            Outcome::NotRun,
-            "no test case matched the filters (or none is supported on this device)".to_string(),
-        )
-    } else {
-        (
-            Outcome::Pass,
-            format!("{passed}/{passed} tests passed ({})", ops_run.join(", ")),
-        )
-    };
+    let (mut outcome, mut reason) = outcome_of(
+        t,
+        inv,
+        facts,
+        (passed, &failed, summary, tested_here && !skipped_here),
+        &ops_run,
+    );
     if !faults.is_empty() {
         reason.push_str(&format!(
             "; the kernel logged {} GPU fault line(s) during the run",
@@ -519,6 +390,188 @@ pub fn judge_run(
         elapsed_ms: inv.elapsed_ms as f64,
         kernel_faults: faults,
         reason: Some(neutralise(&reason)),
+    }
+}
+
+/// What test-backend-ops printed about one device's section.
+struct RunOutput {
+    passed: usize,
+    failed: Vec<String>,
+    last_op: Option<String>,
+    /// The section of the device was there (its description or memory line).
+    tested_here: bool,
+    skipped_here: bool,
+    description: Option<String>,
+    /// `  2133/2134 tests passed` of the section: the count test-backend-ops itself keeps.
+    summary: Option<(usize, usize)>,
+}
+
+/// Reads test-backend-ops' output for the section of `device` (`Backend 1/2: CUDA0`): the tests
+/// that passed and failed (failures whose lines could not be read still count).
+fn read_output(device: &str, output: &str) -> RunOutput {
+    let mut passed = 0usize;
+    let mut failed: Vec<String> = Vec::new();
+    let mut last_op: Option<String> = None;
+    let mut tested_here = false;
+    let mut skipped_here = false;
+    let mut section_is_ours = false;
+    let mut description: Option<String> = None;
+    let mut summary: Option<(usize, usize)> = None;
+    let mut in_failing_list = false;
+    for raw in output.lines() {
+        let line = strip_ansi(raw);
+        if line.trim() == "Failing tests:" {
+            in_failing_list = true;
+            continue;
+        }
+        if in_failing_list {
+            let name = line.trim();
+            if name.is_empty() || !line.starts_with(' ') {
+                in_failing_list = false;
+            } else {
+                if !failed.iter().any(|f| f == name) {
+                    failed.push(name.to_string());
+                }
+                continue;
+            }
+        }
+        if section_is_ours && let Some(counts) = tests_passed(&line) {
+            summary = Some(counts);
+        }
+        if let Some(rest) = line.strip_prefix("Backend ") {
+            // `Backend 1/2: CUDA0`
+            section_is_ours = rest
+                .split_once(": ")
+                .is_some_and(|(_, name)| name.trim() == device);
+            continue;
+        }
+        if section_is_ours {
+            let l = line.trim();
+            if let Some(d) = l.strip_prefix("Device description:") {
+                description.get_or_insert_with(|| d.trim().to_string());
+                tested_here = true;
+            }
+            if l.starts_with("Device memory:") {
+                tested_here = true;
+            }
+            if l.starts_with("Skipping") {
+                skipped_here = true;
+            }
+        }
+        if let Some((op, params, status)) = op_line(&line) {
+            let name = format!("{op}({params})");
+            if status.ends_with("OK") {
+                passed += 1;
+            } else if status.ends_with("FAIL") && !failed.contains(&name) {
+                failed.push(name.clone());
+            }
+            last_op = Some(name);
+        }
+    }
+    if let Some((ok, total)) = summary {
+        let unread = total.saturating_sub(ok).saturating_sub(failed.len());
+        if unread > 0 {
+            failed.push(format!(
+                "{unread} more failed test(s) whose result line could not be read ({ok}/{total} tests passed)"
+            ));
+        }
+    }
+    RunOutput {
+        passed,
+        failed,
+        last_op,
+        tested_here,
+        skipped_here,
+        description,
+        summary,
+    }
+}
+
+/// How the run ended, and why in words; `tested`: the device's section was there and not
+/// skipped.
+fn outcome_of(
+    t: &Target,
+    inv: &Invocation,
+    facts: &super::parse::BuildFacts,
+    (passed, failed, summary, tested): (usize, &[String], Option<(usize, usize)>, bool),
+    ops_run: &[String],
+) -> (Outcome, String) {
+    let tail = inv
+        .output_tail
+        .last()
+        .map(|l| neutralise(&strip_ansi(l)))
+        .unwrap_or_default();
+    if inv.timed_out {
+        (
+            Outcome::Hang,
+            format!(
+                "killed after {:.0} s without finishing ({passed} tests had passed)",
+                inv.elapsed_ms as f64 / 1000.0
+            ),
+        )
+    } else if let Some(sig) = inv.signal {
+        (
+            Outcome::Crash,
+            format!(
+                "died with {} ({passed} tests had passed); last line: {tail}",
+                crate::probe::orchestrator::signal_name(sig)
+            ),
+        )
+    } else if let Some(e) = &inv.not_started {
+        (
+            Outcome::NotRun,
+            format!("test-backend-ops could not be started: {e}"),
+        )
+    } else if !failed.is_empty() {
+        (Outcome::Fail, {
+            let (bad, total) = match summary {
+                Some((ok, total)) => (total.saturating_sub(ok), total),
+                None => (failed.len(), failed.len() + passed),
+            };
+            let shown: Vec<String> = failed.iter().take(3).map(|f| neutralise(f)).collect();
+            format!(
+                "{bad} of {total} tests failed ({}): {}{}",
+                inv.status,
+                shown.join("; "),
+                if failed.len() > 3 { "; ..." } else { "" }
+            )
+        })
+    } else if !tested {
+        let listed: Vec<String> = facts
+            .devices
+            .iter()
+            .map(|d| format!("{}{}", d.backend, d.index))
+            .collect();
+        (
+            Outcome::NotRun,
+            format!(
+                "this test-backend-ops has no device {}{}",
+                t.device,
+                if listed.is_empty() {
+                    " (it lists no GPU: is it a build for this backend?)".to_string()
+                } else {
+                    format!(" (it lists {})", listed.join(", "))
+                }
+            ),
+        )
+    } else if inv.exit_code != Some(0) {
+        (
+            Outcome::Fail,
+            format!(
+                "test-backend-ops ended with {} although no test failed; last line: {tail}",
+                inv.status
+            ),
+        )
+    } else if passed == 0 {
+        (
+            Outcome::NotRun,
+            "no test case matched the filters (or none is supported on this device)".to_string(),
+        )
+    } else {
+        (
+            Outcome::Pass,
+            format!("{passed}/{passed} tests passed ({})", ops_run.join(", ")),
+        )
     }
 }
 

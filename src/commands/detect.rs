@@ -140,74 +140,7 @@ pub fn table(r: &Report) -> String {
             "#", "api", "name", "arch", "VRAM total (free)", "VMM", "granularity", "smoke"
         ));
         for d in &r.devices {
-            let vram = match (d.vram_total_bytes, d.vram_free_bytes) {
-                (Some(t), Some(f)) => format!("{} ({})", gib(t), gib(f)),
-                (Some(t), None) => gib(t),
-                _ => "?".into(),
-            };
-            let gran = match (d.granularity_min, d.granularity_recommended) {
-                (Some(a), Some(b)) => format!("{} / {}", human_bytes(a), human_bytes(b)),
-                _ => "-".into(),
-            };
-            let vmm = match d.vmm_supported {
-                Some(true) => "yes",
-                Some(false) => "no",
-                None => "?",
-            };
-            let arch = match &d.arch_features {
-                Some(f) => format!("{}:{}", inline(&d.arch), inline(f)),
-                None => inline(&d.arch).into_owned(),
-            };
-            o.push_str(&format!(
-                "{:<3} {:<5} {:<28} {:<8} {:<22} {:<4} {:<17} {}\n",
-                d.index,
-                d.backend.name(),
-                truncate(&inline(&d.name), 28),
-                arch,
-                vram,
-                vmm,
-                gran,
-                smoke_word(
-                    d.smoke.outcome,
-                    d.smoke.stage.as_deref().map(inline).as_deref()
-                )
-            ));
-            let mut facts = Vec::new();
-            if let Some(p) = &d.pci_bus_id {
-                facts.push(format!("pci {}", inline(p)));
-            }
-            if let Some(i) = d.integrated {
-                facts.push(if i {
-                    "integrated (APU)".into()
-                } else {
-                    "discrete".to_string()
-                });
-            }
-            if let Some(w) = d.wave_size {
-                facts.push(format!("wave {w}"));
-            }
-            if let Some(v) = &d.driver_version {
-                facts.push(format!("driver {}", inline(v)));
-            }
-            if let Some(v) = &d.runtime_version {
-                facts.push(format!(
-                    "{} {}",
-                    if d.backend == crate::report::Backend::Cuda {
-                        "CUDA API"
-                    } else {
-                        "HIP"
-                    },
-                    inline(v)
-                ));
-            }
-            facts.push(format!("from {}", inline(&d.source)));
-            o.push_str(&format!("    {}\n", facts.join(", ")));
-            if let Some(reason) = &d.smoke.reason {
-                o.push_str(&format!("    smoke: {}\n", inline(reason)));
-            }
-            for l in &d.smoke.stderr_tail {
-                o.push_str(&format!("    | {}\n", inline(l)));
-            }
+            device_rows(d, &mut o);
         }
     }
     for hd in &r.hidden_devices {
@@ -228,6 +161,115 @@ pub fn table(r: &Report) -> String {
             printable(&hd.hidden_by)
         ));
     }
+    peer_lines(r, &mut o);
+    o.push_str("backends:\n");
+    for b in &r.backends {
+        o.push_str(&format!("  {:<4} {}", b.backend.name(), inline(&b.status)));
+        if let Some(d) = &b.detail {
+            o.push_str(&format!(": {}", inline(d)));
+        }
+        o.push('\n');
+        if let Some(h) = &b.hint {
+            o.push_str(&format!("       {}\n", inline(h)));
+        }
+    }
+    for e in &r.environment {
+        o.push_str(&format!(
+            "warning: {}={} is set: {}\n",
+            inline(&e.name),
+            inline(&e.value),
+            inline(&e.effect)
+        ));
+    }
+    host_check_lines(r, &mut o);
+    if r.devices.is_empty() {
+        o.push_str(
+            "\nTo plan a llama.cpp build without a GPU (e.g. in CI), declare the targets:\n  \
+             gpuprobe cmake-flags --targets gfx1100,gfx120X --rocm 6.4   # AMD\n  \
+             gpuprobe cmake-flags --targets sm_86,sm_90 --cuda 12.8      # NVIDIA\n",
+        );
+    } else {
+        o.push_str(
+            "\nNext: gpuprobe cmake-flags >> build.sh   (or --explain to see every decision)\n",
+        );
+    }
+    o
+}
+
+/// One device: its row in the table, then its facts and the smoke test's words.
+fn device_rows(d: &crate::report::Device, o: &mut String) {
+    let vram = match (d.vram_total_bytes, d.vram_free_bytes) {
+        (Some(t), Some(f)) => format!("{} ({})", gib(t), gib(f)),
+        (Some(t), None) => gib(t),
+        _ => "?".into(),
+    };
+    let gran = match (d.granularity_min, d.granularity_recommended) {
+        (Some(a), Some(b)) => format!("{} / {}", human_bytes(a), human_bytes(b)),
+        _ => "-".into(),
+    };
+    let vmm = match d.vmm_supported {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "?",
+    };
+    let arch = match &d.arch_features {
+        Some(f) => format!("{}:{}", inline(&d.arch), inline(f)),
+        None => inline(&d.arch).into_owned(),
+    };
+    o.push_str(&format!(
+        "{:<3} {:<5} {:<28} {:<8} {:<22} {:<4} {:<17} {}\n",
+        d.index,
+        d.backend.name(),
+        truncate(&inline(&d.name), 28),
+        arch,
+        vram,
+        vmm,
+        gran,
+        smoke_word(
+            d.smoke.outcome,
+            d.smoke.stage.as_deref().map(inline).as_deref()
+        )
+    ));
+    let mut facts = Vec::new();
+    if let Some(p) = &d.pci_bus_id {
+        facts.push(format!("pci {}", inline(p)));
+    }
+    if let Some(i) = d.integrated {
+        facts.push(if i {
+            "integrated (APU)".into()
+        } else {
+            "discrete".to_string()
+        });
+    }
+    if let Some(w) = d.wave_size {
+        facts.push(format!("wave {w}"));
+    }
+    if let Some(v) = &d.driver_version {
+        facts.push(format!("driver {}", inline(v)));
+    }
+    if let Some(v) = &d.runtime_version {
+        facts.push(format!(
+            "{} {}",
+            if d.backend == crate::report::Backend::Cuda {
+                "CUDA API"
+            } else {
+                "HIP"
+            },
+            inline(v)
+        ));
+    }
+    facts.push(format!("from {}", inline(&d.source)));
+    o.push_str(&format!("    {}\n", facts.join(", ")));
+    if let Some(reason) = &d.smoke.reason {
+        o.push_str(&format!("    smoke: {}\n", inline(reason)));
+    }
+    for l in &d.smoke.stderr_tail {
+        o.push_str(&format!("    | {}\n", inline(l)));
+    }
+}
+
+/// Every pair of devices: peer access, copies, and reading the VMM pool from the peer.
+fn peer_lines(r: &Report, o: &mut String) {
     let vmm_reads = |from: u32, to: u32| {
         r.probe_run
             .iter()
@@ -259,25 +301,10 @@ pub fn table(r: &Report) -> String {
                 .unwrap_or_default()
         ));
     }
-    o.push_str("backends:\n");
-    for b in &r.backends {
-        o.push_str(&format!("  {:<4} {}", b.backend.name(), inline(&b.status)));
-        if let Some(d) = &b.detail {
-            o.push_str(&format!(": {}", inline(d)));
-        }
-        o.push('\n');
-        if let Some(h) = &b.hint {
-            o.push_str(&format!("       {}\n", inline(h)));
-        }
-    }
-    for e in &r.environment {
-        o.push_str(&format!(
-            "warning: {}={} is set: {}\n",
-            inline(&e.name),
-            inline(&e.value),
-            inline(&e.effect)
-        ));
-    }
+}
+
+/// The host checks, each with its fix and the lines it rests on.
+fn host_check_lines(r: &Report, o: &mut String) {
     if !r.host_checks.is_empty() {
         o.push_str("host checks:\n");
         for c in &r.host_checks {
@@ -295,18 +322,6 @@ pub fn table(r: &Report) -> String {
             }
         }
     }
-    if r.devices.is_empty() {
-        o.push_str(
-            "\nTo plan a llama.cpp build without a GPU (e.g. in CI), declare the targets:\n  \
-             gpuprobe cmake-flags --targets gfx1100,gfx120X --rocm 6.4   # AMD\n  \
-             gpuprobe cmake-flags --targets sm_86,sm_90 --cuda 12.8      # NVIDIA\n",
-        );
-    } else {
-        o.push_str(
-            "\nNext: gpuprobe cmake-flags >> build.sh   (or --explain to see every decision)\n",
-        );
-    }
-    o
 }
 
 /// Where the time went, per backend and device (`detect --verbose`).

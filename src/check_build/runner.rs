@@ -303,16 +303,77 @@ pub fn examine(binary: &Path, timeout: Duration) -> Result<BinaryOutput, Error> 
 
     let version = run(&path, &["--version"], timeout);
     let out = version.output.clone();
+    check_version_run(&input, &version, timeout)?;
+    let mut text = out;
+    runs.push(version);
+
+    let mut prefix: Vec<&str> = Vec::new();
+    let mut list = run(&path, &["--list-devices"], timeout);
+    if list.output.contains("unknown command") {
+        // The unified `llama` program takes a subcommand first.
+        runs.push(list);
+        prefix.push("cli");
+        list = run(&path, &["cli", "--list-devices"], timeout);
+    }
+    findings.extend(list_findings(&list, binary, timeout));
+    let list_ok = list.ok();
+    text.push('\n');
+    text.push_str(&list.output);
+    runs.push(list);
+
+    // Since the logs were trimmed (build ~9829) the per-device lines, which carry `VMM: yes/no`,
+    // need --verbose; ask for them when a CUDA-family device was listed without them.
+    let facts = parse::parse(&text);
+    let family = facts
+        .gpu_backend()
+        .filter(|b| parse::CUDA_FAMILY.contains(b))
+        .map(str::to_string);
+    if list_ok
+        && let Some(b) = family
+        && !facts.devices.iter().any(|d| d.backend == b)
+    {
+        let mut args = prefix.clone();
+        args.extend(["--verbose", "--list-devices"]);
+        let verbose = run(&path, &args, timeout);
+        if verbose.timed_out {
+            findings.push(
+                Finding::new(
+                    "list-devices-hang",
+                    Level::Error,
+                    "listing the devices with --verbose hangs",
+                    format!(
+                        "`{}` did not finish within {} s and was killed",
+                        verbose.command(binary),
+                        fmt_secs(timeout)
+                    ),
+                )
+                .fix("look at the kernel log (`dmesg`) for GPU faults and run `gpuprobe detect`"),
+            );
+        }
+        text.push('\n');
+        text.push_str(&verbose.output);
+        runs.push(verbose);
+    }
+    Ok(BinaryOutput {
+        text,
+        runs,
+        findings,
+    })
+}
+
+/// `--version` must run and print a llama.cpp version line; anything else is bad input, named.
+fn check_version_run(input: &str, version: &Invocation, timeout: Duration) -> Result<(), Error> {
+    let out = &version.output;
     if let Some(e) = &version.not_started {
         return Err(Error::input(
-            &input,
+            input,
             format!("cannot be started: {e}"),
             "check that it is a program for this machine",
         ));
     }
     if version.timed_out {
         return Err(Error::input(
-            &input,
+            input,
             format!(
                 "`--version` did not finish within {} s and was killed",
                 fmt_secs(timeout)
@@ -322,13 +383,13 @@ pub fn examine(binary: &Path, timeout: Duration) -> Result<BinaryOutput, Error> 
     }
     if out.contains("error while loading shared libraries") {
         return Err(Error::input(
-            &input,
+            input,
             format!(
                 "cannot be run: {}",
                 first_line(
                     out.lines()
                         .find(|l| l.contains("error while loading shared libraries"))
-                        .unwrap_or(&out)
+                        .unwrap_or(out)
                 )
             ),
             "run it where its libraries are found: keep it next to libllama/libggml*, or set LD_LIBRARY_PATH to the folder that holds them",
@@ -336,14 +397,14 @@ pub fn examine(binary: &Path, timeout: Duration) -> Result<BinaryOutput, Error> 
     }
     if matches!(version.exit_code, Some(126) | Some(127)) {
         return Err(Error::input(
-            &input,
-            format!("cannot be run ({}): {}", version.status, first_line(&out)),
+            input,
+            format!("cannot be run ({}): {}", version.status, first_line(out)),
             "check that it is a program built for this machine (`file` shows its architecture)",
         ));
     }
-    let facts = parse::parse(&out);
+    let facts = parse::parse(out);
     if facts.version.line.is_none() {
-        let said = first_line(&out);
+        let said = first_line(out);
         let what = if let Some(s) = version.signal {
             format!(
                 "`--version` crashed ({}) before printing a version",
@@ -358,22 +419,18 @@ pub fn examine(binary: &Path, timeout: Duration) -> Result<BinaryOutput, Error> 
             )
         };
         return Err(Error::input(
-            &input,
+            input,
             what,
             "pass a llama.cpp program (llama-cli, llama-server, llama-bench...), or judge saved output with --log FILE",
         ));
     }
-    let mut text = out;
-    runs.push(version);
+    Ok(())
+}
 
-    let mut prefix: Vec<&str> = Vec::new();
-    let mut list = run(&path, &["--list-devices"], timeout);
-    if list.output.contains("unknown command") {
-        // The unified `llama` program takes a subcommand first.
-        runs.push(list);
-        prefix.push("cli");
-        list = run(&path, &["cli", "--list-devices"], timeout);
-    }
+/// What a failed `--list-devices` says: a hang or crash at backend start-up, an option the
+/// build does not know, or another failure.
+fn list_findings(list: &Invocation, binary: &Path, timeout: Duration) -> Option<Finding> {
+    let mut findings = Vec::new();
     let list_cmd = list.command(binary);
     if list.timed_out {
         findings.push(
@@ -437,49 +494,7 @@ pub fn examine(binary: &Path, timeout: Duration) -> Result<BinaryOutput, Error> 
             );
         }
     }
-    let list_ok = list.ok();
-    text.push('\n');
-    text.push_str(&list.output);
-    runs.push(list);
-
-    // Since the logs were trimmed (build ~9829) the per-device lines, which carry `VMM: yes/no`,
-    // need --verbose; ask for them when a CUDA-family device was listed without them.
-    let facts = parse::parse(&text);
-    let family = facts
-        .gpu_backend()
-        .filter(|b| parse::CUDA_FAMILY.contains(b))
-        .map(str::to_string);
-    if list_ok
-        && let Some(b) = family
-        && !facts.devices.iter().any(|d| d.backend == b)
-    {
-        let mut args = prefix.clone();
-        args.extend(["--verbose", "--list-devices"]);
-        let verbose = run(&path, &args, timeout);
-        if verbose.timed_out {
-            findings.push(
-                Finding::new(
-                    "list-devices-hang",
-                    Level::Error,
-                    "listing the devices with --verbose hangs",
-                    format!(
-                        "`{}` did not finish within {} s and was killed",
-                        verbose.command(binary),
-                        fmt_secs(timeout)
-                    ),
-                )
-                .fix("look at the kernel log (`dmesg`) for GPU faults and run `gpuprobe detect`"),
-            );
-        }
-        text.push('\n');
-        text.push_str(&verbose.output);
-        runs.push(verbose);
-    }
-    Ok(BinaryOutput {
-        text,
-        runs,
-        findings,
-    })
+    findings.pop()
 }
 
 #[cfg(test)]

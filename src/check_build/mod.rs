@@ -181,24 +181,7 @@ pub fn check_corpus(
         corpus,
         &[signatures::LogKind::Llama, signatures::LogKind::Kernel],
     );
-    let number = match (opts.llama_build, facts.version.build) {
-        (Some(n), _) => BuildNumber {
-            value: Some(n),
-            source: BuildSource::Flag,
-        },
-        (None, Some(n)) => BuildNumber {
-            value: Some(n),
-            source: facts
-                .version
-                .source
-                .clone()
-                .map_or(BuildSource::Output, BuildSource::Line),
-        },
-        (None, None) => BuildNumber {
-            value: None,
-            source: BuildSource::Unknown,
-        },
-    };
+    let number = build_number(opts.llama_build, &facts);
     let backend = facts.gpu_backend().map(str::to_string);
     let script_hint = script_hint(number.value, backend.as_deref(), opts);
     let judged = judge::judge(&judge::Input {
@@ -215,26 +198,7 @@ pub fn check_corpus(
     });
     let mut findings = judged.findings;
     findings.append(&mut extra);
-    // Each finding names the quirk ids it lists (in its title, reason or fix).
-    let known: Vec<String> = opts.knowledge.quirks.iter().map(|q| q.id.clone()).collect();
-    for f in &mut findings {
-        let text = format!(
-            "{} {} {}",
-            f.title,
-            f.reason,
-            f.fix.as_deref().unwrap_or("")
-        );
-        let named = crate::plan::named_quirks(&text, &known);
-        let unnamed: Vec<String> = f
-            .quirks
-            .iter()
-            .filter(|q| !named.contains(q))
-            .cloned()
-            .collect();
-        if !unnamed.is_empty() {
-            f.reason.push_str(&format!(" (see {})", unnamed.join(", ")));
-        }
-    }
+    name_quirks(&mut findings, opts.knowledge);
     findings.sort_by_key(|f| std::cmp::Reverse(f.level));
     let count = |l: Level| findings.iter().filter(|f| f.level == l).count();
     let (errors, warnings, infos) = (
@@ -252,7 +216,81 @@ pub fn check_corpus(
             crate::error::exit::OK
         },
     };
-    let flags = Flags {
+    let flags = flags_of(&facts);
+    let build = BuildSummary {
+        number,
+        commit: facts.version.commit.clone(),
+        semver: facts.version.semver.clone(),
+        backend,
+        backends: facts.backends.clone(),
+        cpu_only: facts.cpu_only(),
+        vmm: judged.vmm,
+        archs: facts.cuda_archs(),
+        flags,
+    };
+    let machine = machine_summary(opts);
+    CheckReport {
+        schema: SCHEMA,
+        gpuprobe_version: env!("CARGO_PKG_VERSION"),
+        not_found: missing(&facts, &input),
+        input,
+        build,
+        extracted: facts,
+        machine,
+        plan: judged.plan,
+        findings,
+        summary,
+    }
+}
+
+/// The build number judged: `--llama-build`, else what the output says.
+fn build_number(given: Option<u64>, facts: &BuildFacts) -> BuildNumber {
+    match (given, facts.version.build) {
+        (Some(n), _) => BuildNumber {
+            value: Some(n),
+            source: BuildSource::Flag,
+        },
+        (None, Some(n)) => BuildNumber {
+            value: Some(n),
+            source: facts
+                .version
+                .source
+                .clone()
+                .map_or(BuildSource::Output, BuildSource::Line),
+        },
+        (None, None) => BuildNumber {
+            value: None,
+            source: BuildSource::Unknown,
+        },
+    }
+}
+
+/// Each finding names the quirk ids it lists (in its title, reason or fix).
+fn name_quirks(findings: &mut [Finding], k: &Knowledge) {
+    let known: Vec<String> = k.quirks.iter().map(|q| q.id.clone()).collect();
+    for f in findings {
+        let text = format!(
+            "{} {} {}",
+            f.title,
+            f.reason,
+            f.fix.as_deref().unwrap_or("")
+        );
+        let named = crate::plan::named_quirks(&text, &known);
+        let unnamed: Vec<String> = f
+            .quirks
+            .iter()
+            .filter(|q| !named.contains(q))
+            .cloned()
+            .collect();
+        if !unnamed.is_empty() {
+            f.reason.push_str(&format!(" (see {})", unnamed.join(", ")));
+        }
+    }
+}
+
+/// Compile-time features the output shows.
+fn flags_of(facts: &BuildFacts) -> Flags {
+    Flags {
         no_vmm: facts.feature_flag("NO_VMM"),
         no_peer_copy: facts.feature_flag("NO_PEER_COPY"),
         force_mmq: facts.feature_flag("FORCE_MMQ").or(facts.init_force_mmq),
@@ -267,19 +305,12 @@ pub fn check_corpus(
             .iter()
             .find(|r| r.name == "CUDA")
             .map(|r| r.has("USE_GRAPHS")),
-    };
-    let build = BuildSummary {
-        number,
-        commit: facts.version.commit.clone(),
-        semver: facts.version.semver.clone(),
-        backend,
-        backends: facts.backends.clone(),
-        cpu_only: facts.cpu_only(),
-        vmm: judged.vmm,
-        archs: facts.cuda_archs(),
-        flags,
-    };
-    let machine = match &opts.machine {
+    }
+}
+
+/// This machine as judged: the report's devices, or none (not probed).
+fn machine_summary(opts: &Options<'_>) -> MachineSummary {
+    match &opts.machine {
         Some(m) => MachineSummary {
             source: m.label.clone(),
             mode: Some(m.mode),
@@ -305,18 +336,6 @@ pub fn check_corpus(
             os: opts.os.as_str().into(),
             devices: Vec::new(),
         },
-    };
-    CheckReport {
-        schema: SCHEMA,
-        gpuprobe_version: env!("CARGO_PKG_VERSION"),
-        not_found: missing(&facts, &input),
-        input,
-        build,
-        extracted: facts,
-        machine,
-        plan: judged.plan,
-        findings,
-        summary,
     }
 }
 

@@ -9,7 +9,7 @@
 
 use super::corpus::Quote;
 use super::judge::{Finding, Input, Level, PlanGroup, PlanSummary, rebuild_command};
-use super::signatures::{Class, FixKind, Hit, Signature};
+use super::signatures::{Class, FixKind, Hit, Signature, Spec};
 use crate::emit::sh_quote;
 use crate::llama::LlamaTarget;
 use crate::plan::{Flag, Plan};
@@ -516,11 +516,11 @@ fn symptom_finding(
         }
     }
     let (level, chosen, how) = if !yes.is_empty() {
-        (spec.confirmed, &yes, "confirmed")
+        (spec.confirmed, &yes, How::Confirmed)
     } else if !maybe.is_empty() {
-        (spec.unconfirmed, &maybe, "possible")
+        (spec.unconfirmed, &maybe, How::Possible)
     } else {
-        (spec.unexplained, &yes, "none")
+        (spec.unexplained, &yes, How::Unexplained)
     };
     for (q, _, _) in chosen {
         attributed.push(q.id.clone());
@@ -554,20 +554,58 @@ fn symptom_finding(
             ));
         }
     }
+    reason.extend(attribution_sentences(k, spec, how, chosen));
+    let evidence = symptom_evidence(scene, first, with_context, how != How::Unexplained);
+    let group = plan.and_then(|p| scene.group_for(p, subjects.first()));
+    let quirks: Vec<&Quirk> = chosen.iter().map(|(q, _, _)| *q).collect();
+    let fix = symptom_fix(scene, spec, chosen, group, subjects.first());
+    let ids: Vec<String> = quirks.iter().map(|q| q.id.clone()).collect();
+    let title = match (how, ids.first()) {
+        (How::Confirmed, Some(_)) => format!("{} ({})", spec.title, ids.join(", ")),
+        (How::Possible, Some(_)) => format!("{} (likely {})", spec.title, ids.join(" or ")),
+        _ => spec.title.clone(),
+    };
+    let f = Finding::new(&format!("log-{}", spec.id), level, title, reason.join(" "))
+        .quirks(ids)
+        .devices(devices)
+        .evidence(evidence);
+    Some(fix.apply(f))
+}
+
+/// How a symptom is attributed to the quirks that explain it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum How {
+    /// The input shows the symptom and the conditions of a quirk.
+    Confirmed,
+    /// A quirk explains it if what the input does not show holds.
+    Possible,
+    /// No known cause holds.
+    Unexplained,
+}
+
+/// The sentences that attribute a symptom: the quirks confirmed, those possible and what they
+/// need, or the known causes ruled out.
+fn attribution_sentences(
+    k: &crate::profiles::Knowledge,
+    spec: &Spec,
+    how: How,
+    chosen: &[(&Quirk, Option<FixKind>, Vec<String>)],
+) -> Vec<String> {
+    let mut out = Vec::new();
     match how {
-        "confirmed" => {
+        How::Confirmed => {
             let ids: Vec<String> = chosen
                 .iter()
                 .map(|(q, _, _)| format!("{} ({})", q.id, q.title))
                 .collect();
-            reason.push(format!(
+            out.push(format!(
                 "The input shows both the symptom and the conditions of {}.",
                 ids.join(", ")
             ));
         }
-        "possible" => {
+        How::Possible => {
             for (q, _, notes) in chosen {
-                reason.push(format!(
+                out.push(format!(
                     "It matches {} ({}) if {}.",
                     q.id,
                     q.title,
@@ -579,7 +617,7 @@ fn symptom_finding(
                 ));
             }
         }
-        _ => {
+        How::Unexplained => {
             if !spec.explains.is_empty() {
                 // Said by title: a finding's quirk ids are the records that apply, and these
                 // were ruled out.
@@ -591,13 +629,24 @@ fn symptom_finding(
                             .map_or_else(|| e.quirk.clone(), |q| q.title.clone())
                     })
                     .collect();
-                reason.push(format!(
+                out.push(format!(
                     "The conditions of the known causes ({}) do not hold for this build.",
                     titles.join("; ")
                 ));
             }
         }
     }
+    out
+}
+
+/// The lines a symptom finding rests on: context, the hit, a decoded fault block's lines, and
+/// (when a quirk is named) the lines that show the pool.
+fn symptom_evidence(
+    scene: &Scene<'_>,
+    first: &Hit,
+    with_context: Option<&Hit>,
+    with_vmm: bool,
+) -> Vec<Quote> {
     let mut evidence: Vec<Quote> = Vec::new();
     if let Some(h) = with_context {
         evidence.extend(h.context.iter().take(2).cloned());
@@ -615,23 +664,10 @@ fn symptom_finding(
             }
         }
     }
-    if matches!(how, "confirmed" | "possible") {
+    if with_vmm {
         evidence.extend(scene.vmm_quotes.iter().take(2).cloned());
     }
-    let group = plan.and_then(|p| scene.group_for(p, subjects.first()));
-    let quirks: Vec<&Quirk> = chosen.iter().map(|(q, _, _)| *q).collect();
-    let fix = symptom_fix(scene, spec, chosen, group, subjects.first());
-    let ids: Vec<String> = quirks.iter().map(|q| q.id.clone()).collect();
-    let title = match (how, ids.first()) {
-        ("confirmed", Some(_)) => format!("{} ({})", spec.title, ids.join(", ")),
-        ("possible", Some(_)) => format!("{} (likely {})", spec.title, ids.join(" or ")),
-        _ => spec.title.clone(),
-    };
-    let f = Finding::new(&format!("log-{}", spec.id), level, title, reason.join(" "))
-        .quirks(ids)
-        .devices(devices)
-        .evidence(evidence);
-    Some(fix.apply(f))
+    evidence
 }
 
 /// The fix of a symptom finding: each kind of fix its chosen quirks call for.

@@ -854,6 +854,15 @@ fn rocm_build_that_found_no_device() {
     let f = find(&r, "backend-init-failed");
     assert_eq!(f.level, Level::Error);
     assert!(f.reason.contains("no ROCm-capable device is detected"));
+    // The finding quotes the line it rests on, with its number in the log.
+    let text =
+        std::fs::read_to_string(fixture_path("llama-20142-rocm-no-device-b8204.txt")).unwrap();
+    let line = 1 + text
+        .lines()
+        .position(|l| l.starts_with("ggml_cuda_init: failed to initialize ROCm"))
+        .unwrap();
+    assert_eq!(f.evidence.len(), 1, "{f:#?}");
+    assert_eq!(f.evidence[0].line, line);
     assert_eq!(
         r.findings
             .iter()

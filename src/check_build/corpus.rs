@@ -76,15 +76,22 @@ impl Corpus {
         })
     }
 
-    /// The first line whose trimmed text contains `needle` (for facts the extractor kept as text).
+    /// The first line that ends with `needle` (the extractor keeps a fact's line from its message
+    /// on, without a timestamp or prefix in front), else the first that contains it anywhere (for
+    /// facts the extractor kept as text). Ending first: a line that only mentions the text, such
+    /// as someone quoting it, is not the line that printed it.
     pub fn find(&self, needle: &str) -> Option<Quote> {
         let needle = needle.trim();
         if needle.is_empty() {
             return None;
         }
-        for (i, src) in self.sources.iter().enumerate() {
-            if let Some(n) = src.lines.iter().position(|l| l.contains(needle)) {
-                return self.quote(At { input: i, line: n });
+        let ends = |l: &String| l.trim_end().ends_with(needle);
+        let has = |l: &String| l.contains(needle);
+        for test in [&ends as &dyn Fn(&String) -> bool, &has] {
+            for (i, src) in self.sources.iter().enumerate() {
+                if let Some(n) = src.lines.iter().position(test) {
+                    return self.quote(At { input: i, line: n });
+                }
             }
         }
         None

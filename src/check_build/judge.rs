@@ -883,6 +883,7 @@ fn judge_backend_kind(
                 format!("the {} backend found no usable device", e.backend),
                 format!("the build printed `{}`: llama.cpp runs on the CPU only", e.line),
             )
+            .evidence(input.corpus.find(&e.line))
             .fix(match e.backend.as_str() {
                 "ROCm" => "check that the amdgpu driver is loaded and that this user can open /dev/kfd and /dev/dri (render and video groups); check HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES; run `gpuprobe detect`",
                 _ => "check `nvidia-smi`, the driver version and CUDA_VISIBLE_DEVICES; run `gpuprobe detect`",

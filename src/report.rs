@@ -358,6 +358,16 @@ pub struct ApiError {
     pub message: Option<String>,
 }
 
+impl ApiError {
+    /// The name given to a call whose entry point the driver library does not export.
+    pub const SYMBOL_NOT_FOUND: &'static str = "SYMBOL_NOT_FOUND";
+
+    /// The driver lacks the function: too old, not a failing call.
+    pub fn is_symbol_not_found(&self) -> bool {
+        self.name.as_deref() == Some(Self::SYMBOL_NOT_FOUND)
+    }
+}
+
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(

@@ -10,7 +10,7 @@ use crate::llama::options::Plain12x;
 use crate::plan::{EnvAdvice, Flag, Group, LlamaRef, Mode, Note, Plan, SCHEMA, ToolkitRef};
 use crate::profiles::Knowledge;
 use crate::quirks::{Context, Evaluation, Os, Quirk, Severity, Tri, ids};
-use crate::report::{Backend, Device, Report, SmokeOutcome, Vendor};
+use crate::report::{ApiError, Backend, Device, Report, SmokeOutcome, Vendor};
 use crate::version::Version;
 
 /// What the plan is for.
@@ -834,7 +834,7 @@ fn measured_decision(u: &Unit<'_>, trace: &mut Vec<String>) -> Option<VmmDecisio
             .smoke
             .error
             .as_ref()
-            .is_some_and(|e| e.name.as_deref() == Some("SYMBOL_NOT_FOUND"));
+            .is_some_and(ApiError::is_symbol_not_found);
         let q = if d.smoke.reserve_failed() && !missing_symbol {
             vec![ids::VMM_RESERVE_FAILS.to_string()]
         } else {

@@ -232,11 +232,7 @@ fn pass_reason(s: &Smoke) -> String {
 fn fail_reason(s: &Smoke) -> String {
     let stage = s.stage.as_deref().unwrap_or("unknown stage");
     let mut r = match stage {
-        "reserve"
-            if s.error
-                .as_ref()
-                .is_some_and(|e| e.name.as_deref() == Some("SYMBOL_NOT_FOUND")) =>
-        {
+        "reserve" if s.error.as_ref().is_some_and(ApiError::is_symbol_not_found) => {
             "the driver lacks the VMM entry points (too old for llama.cpp's VMM pool)".to_string()
         }
         "reserve" => {

@@ -75,7 +75,7 @@ impl Driver {
         ApiError {
             api: api.trim_end_matches("_v2").to_string(),
             code: -1,
-            name: Some("SYMBOL_NOT_FOUND".into()),
+            name: Some(ApiError::SYMBOL_NOT_FOUND.into()),
             message: Some("this driver does not export the function (driver too old?)".into()),
         }
     }

@@ -282,10 +282,49 @@ pub struct Device {
     pub runtime_version: Option<String>,
     /// Where the facts came from: `driver`, `probe-program`, `sysfs` (KFD), `procfs`, and the
     /// fallbacks `sysfs-ip-discovery` / `drm-ip-discovery` (architecture from DRM IP discovery).
-    pub source: String,
+    pub source: DeviceSource,
     pub smoke: Smoke,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timings: Option<StageTimings>,
+}
+
+/// Where a device's facts came from. Only `driver` and `probe-program` mean a GPU runtime reached
+/// the device; the others are what the kernel shows of a GPU no runtime could use.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeviceSource {
+    Driver,
+    ProbeProgram,
+    Sysfs,
+    SysfsIpDiscovery,
+    DrmIpDiscovery,
+    Procfs,
+    None,
+}
+
+impl DeviceSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeviceSource::Driver => "driver",
+            DeviceSource::ProbeProgram => "probe-program",
+            DeviceSource::Sysfs => "sysfs",
+            DeviceSource::SysfsIpDiscovery => "sysfs-ip-discovery",
+            DeviceSource::DrmIpDiscovery => "drm-ip-discovery",
+            DeviceSource::Procfs => "procfs",
+            DeviceSource::None => "none",
+        }
+    }
+
+    /// A GPU runtime (the CUDA driver or the HIP probe program) measured the device.
+    pub fn is_runtime(self) -> bool {
+        matches!(self, DeviceSource::Driver | DeviceSource::ProbeProgram)
+    }
+}
+
+impl std::fmt::Display for DeviceSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl Device {
@@ -295,7 +334,7 @@ impl Device {
         backend: Backend,
         name: impl Into<String>,
         arch: impl Into<String>,
-        source: impl Into<String>,
+        source: DeviceSource,
     ) -> Self {
         Device {
             index,
@@ -315,7 +354,7 @@ impl Device {
             granularity_recommended: None,
             driver_version: None,
             runtime_version: None,
-            source: source.into(),
+            source,
             smoke: Smoke::not_run("not measured"),
             timings: None,
         }

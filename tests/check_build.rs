@@ -19,7 +19,9 @@ use gpuprobe::check_build::{
 use gpuprobe::plan::Mode;
 use gpuprobe::profiles::Knowledge;
 use gpuprobe::quirks::Os;
-use gpuprobe::report::{Backend, BackendStatus, Device, Host, Report, Smoke, SmokeOutcome};
+use gpuprobe::report::{
+    Backend, BackendStatus, Device, DeviceSource, Host, Report, Smoke, SmokeOutcome,
+};
 use serde_json::Value;
 
 // ---------------------------------------------------------------------------------------------
@@ -50,7 +52,7 @@ fn smoke(outcome: SmokeOutcome, stage: Option<&str>) -> Smoke {
 }
 
 fn device(index: u32, backend: Backend, name: &str, arch: &str, smoke: Smoke) -> Device {
-    let mut d = Device::new(index, backend, name, arch, "test");
+    let mut d = Device::new(index, backend, name, arch, DeviceSource::Driver);
     d.smoke = smoke;
     d.vram_total_bytes = Some(32 << 30);
     d.integrated = Some(false);

@@ -16,7 +16,9 @@ use gpuprobe::check_build::{self, CheckReport, Finding, InputInfo, InputKind, Le
 use gpuprobe::plan::Mode;
 use gpuprobe::profiles::Knowledge;
 use gpuprobe::quirks::Os;
-use gpuprobe::report::{Backend, BackendStatus, Device, Host, Report, Smoke, SmokeOutcome};
+use gpuprobe::report::{
+    Backend, BackendStatus, Device, DeviceSource, Host, Report, Smoke, SmokeOutcome,
+};
 use serde_json::Value;
 
 // ---------------------------------------------------------------------------------------------
@@ -50,7 +52,7 @@ fn text(label: &str, body: &str) -> (String, String) {
 }
 
 fn device(index: u32, backend: Backend, name: &str, arch: &str, smoke: SmokeOutcome) -> Device {
-    let mut d = Device::new(index, backend, name, arch, "test");
+    let mut d = Device::new(index, backend, name, arch, DeviceSource::Driver);
     d.smoke = Smoke::with_outcome(smoke, "test");
     if smoke == SmokeOutcome::Fail {
         d.smoke.stage = Some("set-access".into());

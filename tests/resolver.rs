@@ -6,7 +6,9 @@ use gpuprobe::llama::LlamaTarget;
 use gpuprobe::plan::{Group, Mode, Plan};
 use gpuprobe::profiles::Knowledge;
 use gpuprobe::quirks::Os;
-use gpuprobe::report::{Backend, Device, Host, PeerResult, Report, Smoke, SmokeOutcome, Vendor};
+use gpuprobe::report::{
+    Backend, Device, DeviceSource, Host, PeerResult, Report, Smoke, SmokeOutcome, Vendor,
+};
 use gpuprobe::resolve::{Devices, Request, resolve};
 
 fn k() -> Knowledge {
@@ -140,7 +142,7 @@ fn device(
         backend,
         format!("test {arch}"),
         arch,
-        "probe-program",
+        DeviceSource::ProbeProgram,
     );
     d.smoke = Smoke::with_outcome(outcome, "test");
     d.smoke.stage = stage.map(str::to_string);

@@ -110,10 +110,7 @@ pub fn run(a: &DetectArgs) -> Result<i32> {
         print(&text)?;
     }
     // A GPU only seen in sysfs/procfs, with no working runtime, does not satisfy --require-gpu.
-    let measured = report
-        .devices
-        .iter()
-        .any(|d| d.source == "driver" || d.source == "probe-program");
+    let measured = report.devices.iter().any(|d| d.source.is_runtime());
     if a.require_gpu && !measured {
         eprintln!(
             "gpuprobe: --require-gpu: {}",
@@ -258,7 +255,7 @@ fn device_rows(d: &crate::report::Device, o: &mut String) {
             inline(v)
         ));
     }
-    facts.push(format!("from {}", inline(&d.source)));
+    facts.push(format!("from {}", d.source));
     o.push_str(&format!("    {}\n", facts.join(", ")));
     if let Some(reason) = &d.smoke.reason {
         o.push_str(&format!("    smoke: {}\n", inline(reason)));

@@ -24,7 +24,8 @@ use super::{
 };
 use crate::host::{Tool, checks, visible};
 use crate::report::{
-    Backend, BackendStatus, CheckLevel, Device, HiddenDevice, HostCheck, Report, Smoke, Vendor,
+    Backend, BackendStatus, CheckLevel, Device, DeviceSource, HiddenDevice, HostCheck, Report,
+    Smoke, Vendor,
 };
 use crate::targets::TargetTable;
 
@@ -58,8 +59,8 @@ pub(super) fn kfd_device(
     d.wave_size = g.wave_size;
     d.integrated = Some(g.cpu_cores > 0 || apu(targets, &g.arch) == Some(true));
     d.source = match g.arch_source {
-        sysfs::ArchSource::Kfd => "sysfs".into(),
-        _ => "sysfs-ip-discovery".into(),
+        sysfs::ArchSource::Kfd => DeviceSource::Sysfs,
+        _ => DeviceSource::SysfsIpDiscovery,
     };
     d.smoke = smoke;
     d
@@ -83,7 +84,7 @@ fn drm_device(index: u32, g: &DrmGpu, targets: Option<&TargetTable>, smoke: Smok
     d.integrated = apu(targets, &arch);
     d.wave_size = targets.and_then(|t| t.get(&arch)).map(|t| t.wave_size);
     d.arch = arch;
-    d.source = "drm-ip-discovery".into();
+    d.source = DeviceSource::DrmIpDiscovery;
     d.smoke = smoke;
     d
 }
@@ -461,8 +462,9 @@ impl Run<'_> {
                 (
                     *i,
                     smoke_from(out, self.opts.timeout, self.opts.smoke),
-                    out.events_of("device")
-                        .find_map(|e| device_from_event(e, Backend::Hip, "probe-program")),
+                    out.events_of("device").find_map(|e| {
+                        device_from_event(e, Backend::Hip, DeviceSource::ProbeProgram)
+                    }),
                 )
             })
             .collect();

@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::orchestrator::{Exit, Outcome, signal_name};
-use crate::report::{ApiError, Backend, Device, Smoke, SmokeGrowth, SmokeOutcome};
+use crate::report::{ApiError, Backend, Device, DeviceSource, Smoke, SmokeGrowth, SmokeOutcome};
 
 pub fn api_error(v: &Value) -> Option<ApiError> {
     if v.is_null() || !v.is_object() {
@@ -20,7 +20,7 @@ pub fn api_error(v: &Value) -> Option<ApiError> {
 }
 
 /// A device from a `device` event; `None` if the event lacks the essentials.
-pub fn device_from_event(e: &Value, backend: Backend, source: &str) -> Option<Device> {
+pub fn device_from_event(e: &Value, backend: Backend, source: DeviceSource) -> Option<Device> {
     let index = e["index"].as_u64()? as u32;
     let name = e["name"].as_str()?.to_string();
     let arch = e["arch"].as_str()?.to_string();
@@ -46,7 +46,7 @@ pub fn device_from_event(e: &Value, backend: Backend, source: &str) -> Option<De
         granularity_recommended: u("granularity_recommended"),
         driver_version: None,
         runtime_version: None,
-        source: source.to_string(),
+        source,
         smoke: Smoke::not_run("not measured"),
         timings: None,
     })

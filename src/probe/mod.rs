@@ -26,8 +26,8 @@ use serde_json::Value;
 
 use crate::host::{HostView, checks, visible};
 use crate::report::{
-    Backend, BackendRun, BackendStatus, ChildMode, Device, HiddenDevice, Host, PeerResult, PeerRun,
-    PeerVmm, ProbeRun, Report, Smoke, SmokeOutcome, StageTimings,
+    Backend, BackendRun, BackendStatus, ChildMode, Device, DeviceSource, HiddenDevice, Host,
+    PeerResult, PeerRun, PeerVmm, ProbeRun, Report, Smoke, SmokeOutcome, StageTimings,
 };
 use interpret::{device_from_event, smoke_from};
 use orchestrator::{Exit, Outcome};
@@ -455,7 +455,7 @@ fn probe_cuda(opts: &ProbeOptions, report: &mut Report, t0: Instant) {
                 let smoke = smoke_from(out, opts.timeout, opts.smoke);
                 let mut d = out
                     .events_of("device")
-                    .find_map(|e| device_from_event(e, Backend::Cuda, "driver"))
+                    .find_map(|e| device_from_event(e, Backend::Cuda, DeviceSource::Driver))
                     .unwrap_or_else(|| match proc_visible.get(*i as usize) {
                         Some(g) => proc_device(*i, g, Smoke::not_run("")),
                         None => unknown_device(*i, Backend::Cuda),
@@ -633,11 +633,11 @@ fn proc_device(index: u32, g: &sysfs::NvidiaProcGpu, smoke: Smoke) -> Device {
     let mut d = unknown_device(index, Backend::Cuda);
     d.name = g.model.clone();
     d.pci_bus_id = Some(g.pci_bus_id.clone());
-    d.source = "procfs".into();
+    d.source = DeviceSource::Procfs;
     d.smoke = smoke;
     d
 }
 
 pub(crate) fn unknown_device(index: u32, backend: Backend) -> Device {
-    Device::new(index, backend, "unknown", "unknown", "none")
+    Device::new(index, backend, "unknown", "unknown", DeviceSource::None)
 }

@@ -231,15 +231,50 @@ pub struct Host {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct BackendStatus {
     pub backend: Backend,
-    /// `ok`, `no-driver`, `no-device`, `no-toolchain`, `error`, `skipped`, or `hang` (the
-    /// backend's probe was killed at the deadline before it could report; the stage it was in is
-    /// in `detail` and `probe_run`).
-    pub status: String,
+    /// `ok`, `no-driver`, `no-device`, `no-toolchain`, `probe-build-failed`, `error`, `skipped`,
+    /// or `hang` (the backend's probe was killed at the deadline before it could report; the
+    /// stage it was in is in `detail` and `probe_run`).
+    pub status: BackendState,
     pub detail: Option<String>,
     pub driver_version: Option<String>,
     pub runtime_version: Option<String>,
     /// How to get further (e.g. what to install) when status is not `ok`.
     pub hint: Option<String>,
+}
+
+/// How far a backend's probe got.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendState {
+    Ok,
+    NoDriver,
+    NoDevice,
+    NoToolchain,
+    ProbeBuildFailed,
+    Error,
+    Skipped,
+    Hang,
+}
+
+impl BackendState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendState::Ok => "ok",
+            BackendState::NoDriver => "no-driver",
+            BackendState::NoDevice => "no-device",
+            BackendState::NoToolchain => "no-toolchain",
+            BackendState::ProbeBuildFailed => "probe-build-failed",
+            BackendState::Error => "error",
+            BackendState::Skipped => "skipped",
+            BackendState::Hang => "hang",
+        }
+    }
+}
+
+impl std::fmt::Display for BackendState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Where one device's probe spent its time (milliseconds). `start_ms` is when its child was

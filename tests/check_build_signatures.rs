@@ -75,7 +75,7 @@ fn machine(devices: Vec<Device>, runtime: Option<&str>, os: &str) -> Report {
     for b in backends {
         r.backends.push(BackendStatus {
             backend: b,
-            status: "ok".into(),
+            status: gpuprobe::report::BackendState::Ok,
             detail: None,
             driver_version: None,
             runtime_version: runtime.map(str::to_string),

@@ -162,7 +162,7 @@ fn report(devices: Vec<Device>, hip_runtime: Option<&str>) -> Report {
     });
     r.backends.push(gpuprobe::report::BackendStatus {
         backend: devices.first().map_or(Backend::Hip, |d| d.backend),
-        status: "ok".into(),
+        status: gpuprobe::report::BackendState::Ok,
         detail: None,
         driver_version: None,
         runtime_version: hip_runtime.map(str::to_string),

@@ -161,7 +161,7 @@ pub fn table(r: &Report) -> String {
     peer_lines(r, &mut o);
     o.push_str("backends:\n");
     for b in &r.backends {
-        o.push_str(&format!("  {:<4} {}", b.backend.name(), inline(&b.status)));
+        o.push_str(&format!("  {:<4} {}", b.backend.name(), b.status));
         if let Some(d) = &b.detail {
             o.push_str(&format!(": {}", inline(d)));
         }

@@ -7,7 +7,7 @@
 
 use super::{HostView, Node, NodeKind};
 use crate::probe::sysfs::{self, DrmGpu, Kfd};
-use crate::report::{Backend, CheckLevel, HostCheck, Report, Visibility};
+use crate::report::{Backend, BackendState, CheckLevel, HostCheck, Report, Visibility};
 
 const AMD: u64 = 0x1002;
 const NVIDIA: u64 = 0x10de;
@@ -333,11 +333,11 @@ fn nvidia_checks(h: &HostView, env: &Environment, report: &Report, out: &mut Vec
         return;
     }
     let cuda = report.backends.iter().find(|b| b.backend == Backend::Cuda);
-    let cuda_failed = cuda.is_some_and(|b| b.status == "error");
+    let cuda_failed = cuda.is_some_and(|b| b.status == BackendState::Error);
     let module = h
         .read("/proc/driver/nvidia/version")
         .and_then(|t| t.lines().next().map(str::to_string));
-    if cuda.is_some_and(|b| b.status == "no-driver") && !env.wsl {
+    if cuda.is_some_and(|b| b.status == BackendState::NoDriver) && !env.wsl {
         out.push(
             HostCheck::new(
                 "nvidia-userspace-missing",

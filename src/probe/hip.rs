@@ -24,8 +24,8 @@ use super::{
 };
 use crate::host::{Tool, checks, visible};
 use crate::report::{
-    Backend, BackendStatus, CheckLevel, Device, DeviceSource, HiddenDevice, HostCheck, Report,
-    Smoke, Vendor,
+    Backend, BackendState, BackendStatus, CheckLevel, Device, DeviceSource, HiddenDevice,
+    HostCheck, Report, Smoke, Vendor,
 };
 use crate::targets::TargetTable;
 
@@ -93,10 +93,10 @@ fn apu(targets: Option<&TargetTable>, arch: &str) -> Option<bool> {
     targets.and_then(|t| t.get(arch)).map(|t| t.apu)
 }
 
-fn status(state: &str) -> BackendStatus {
+fn status(state: BackendState) -> BackendStatus {
     BackendStatus {
         backend: Backend::Hip,
-        status: state.into(),
+        status: state,
         detail: None,
         driver_version: None,
         runtime_version: None,
@@ -161,7 +161,7 @@ pub fn probe(opts: &ProbeOptions, report: &mut Report, t0: std::time::Instant) {
         targets,
         visible: sel.order.iter().map(|i| &kfd.gpus[*i]).collect(),
         hipcc: if forced { None } else { h.tool("hipcc") },
-        st: status("ok"),
+        st: status(BackendState::Ok),
         checks: Vec::new(),
         measured_pci: None,
     };
@@ -174,7 +174,7 @@ pub fn probe(opts: &ProbeOptions, report: &mut Report, t0: std::time::Instant) {
     archs.sort();
     archs.dedup();
     if run.visible.is_empty() {
-        run.st.status = "no-device".into();
+        run.st.status = BackendState::NoDevice;
         run.st.detail = Some(format!(
             "{hidden_by} hides every AMD GPU ({} on this machine)",
             kfd.gpus.len()
@@ -261,7 +261,7 @@ fn without_kfd_gpus(
 ) -> BackendStatus {
     let h = &*opts.host;
     let drm = sysfs::drm_amd_gpus(h);
-    let mut st = status("no-device");
+    let mut st = status(BackendState::NoDevice);
     if drm.is_empty() {
         st.detail = Some(format!(
             "no AMD GPU in the KFD topology ({})",
@@ -307,7 +307,7 @@ fn arch_fallback_check(g: &KfdGpu) -> HostCheck {
 
 impl Run<'_> {
     fn no_toolchain(&mut self, why: &str, report: &mut Report) {
-        self.st.status = "no-toolchain".into();
+        self.st.status = BackendState::NoToolchain;
         self.st.detail = Some(why.to_string());
         self.st.hint = Some("the devices listed come from sysfs; install the HIP SDK to measure VMM and run the smoke test".into());
         for (i, g) in self.visible.iter().enumerate() {
@@ -327,7 +327,7 @@ impl Run<'_> {
         report: &mut Report,
     ) {
         say_build_failed(build);
-        self.st.status = "probe-build-failed".into();
+        self.st.status = BackendState::ProbeBuildFailed;
         let first = error_lines(build)
             .next()
             .or(build.output.first())
@@ -393,7 +393,7 @@ impl Run<'_> {
                     &smoke,
                 );
             } else {
-                self.st.status = "error".into();
+                self.st.status = BackendState::Error;
                 self.st.detail = smoke.reason.clone();
             }
             self.st.hint = Some(

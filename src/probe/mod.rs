@@ -26,8 +26,9 @@ use serde_json::Value;
 
 use crate::host::{HostView, checks, visible};
 use crate::report::{
-    Backend, BackendRun, BackendStatus, ChildMode, Device, DeviceSource, HiddenDevice, Host,
-    PeerResult, PeerRun, PeerVmm, ProbeRun, Report, Smoke, SmokeOutcome, StageTimings,
+    Backend, BackendRun, BackendState, BackendStatus, ChildMode, Device, DeviceSource,
+    HiddenDevice, Host, PeerResult, PeerRun, PeerVmm, ProbeRun, Report, Smoke, SmokeOutcome,
+    StageTimings,
 };
 use interpret::{device_from_event, smoke_from};
 use orchestrator::{Exit, Outcome};
@@ -359,7 +360,7 @@ pub(crate) fn no_hello_status(
 ) {
     if let Some(out) = out.filter(|o| o.exit == Exit::TimedOut) {
         let stage = out.last_stage().unwrap_or_else(|| "driver_init".into());
-        status.status = "hang".into();
+        status.status = BackendState::Hang;
         status.detail = Some(format!(
             "the {} probe was killed at the deadline during {stage}: {}",
             status.backend.name(),
@@ -367,7 +368,7 @@ pub(crate) fn no_hello_status(
         ));
         run.last_stage = Some(stage);
     } else {
-        status.status = "error".into();
+        status.status = BackendState::Error;
         status.detail = Some(format!(
             "the {} probe did not start properly: {}",
             status.backend.name(),
@@ -403,7 +404,7 @@ fn probe_cuda(opts: &ProbeOptions, report: &mut Report, t0: Instant) {
     let mut brun = run.backend_run(Backend::Cuda);
     let mut status = BackendStatus {
         backend: Backend::Cuda,
-        status: "ok".into(),
+        status: BackendState::Ok,
         detail: None,
         driver_version: None,
         runtime_version: None,
@@ -416,24 +417,27 @@ fn probe_cuda(opts: &ProbeOptions, report: &mut Report, t0: Instant) {
         if let Some(err) = hello_error(&hello) {
             let (st, hint) = match (err.name.as_deref(), err.code) {
                 (Some("LIBRARY_NOT_FOUND"), _) => (
-                    "no-driver",
+                    BackendState::NoDriver,
                     "install the NVIDIA driver; no CUDA toolkit is needed to probe",
                 ),
                 (_, 100) => (
-                    "no-device",
+                    BackendState::NoDevice,
                     "no NVIDIA GPU is visible (check CUDA_VISIBLE_DEVICES and `nvidia-smi`)",
                 ),
                 (_, 34) => (
-                    "no-driver",
+                    BackendState::NoDriver,
                     "only a stub libcuda.so.1 was found (a toolkit stub, not the driver): install the NVIDIA driver",
                 ),
                 (_, 35) => (
-                    "error",
+                    BackendState::Error,
                     "the NVIDIA driver is older than it needs to be: update it",
                 ),
-                _ => ("error", "check `nvidia-smi` and the kernel log (dmesg)"),
+                _ => (
+                    BackendState::Error,
+                    "check `nvidia-smi` and the kernel log (dmesg)",
+                ),
             };
-            status.status = st.into();
+            status.status = st;
             status.detail = Some(err.to_string());
             status.hint = Some(hint.into());
             for (i, g) in proc_visible.iter().enumerate() {
@@ -446,7 +450,7 @@ fn probe_cuda(opts: &ProbeOptions, report: &mut Report, t0: Instant) {
         } else {
             let count = hello["device_count"].as_u64().unwrap_or(0);
             if count == 0 {
-                status.status = "no-device".into();
+                status.status = BackendState::NoDevice;
                 status.hint = Some(
                     "no NVIDIA GPU is visible (check CUDA_VISIBLE_DEVICES and `nvidia-smi`)".into(),
                 );

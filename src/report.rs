@@ -323,6 +323,15 @@ pub struct Device {
     pub timings: Option<StageTimings>,
 }
 
+/// The architecture a probe writes for a device it saw but could not name (no compute capability,
+/// no gfx target): such a device has no build target.
+pub const UNKNOWN_ARCH: &str = "unknown";
+
+/// `arch` is a real architecture, not [`UNKNOWN_ARCH`].
+pub fn arch_known(arch: &str) -> bool {
+    arch != UNKNOWN_ARCH
+}
+
 /// Where a device's facts came from. Only `driver` and `probe-program` mean a GPU runtime reached
 /// the device; the others are what the kernel shows of a GPU no runtime could use.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
@@ -363,6 +372,10 @@ impl std::fmt::Display for DeviceSource {
 }
 
 impl Device {
+    pub fn arch_known(&self) -> bool {
+        arch_known(&self.arch)
+    }
+
     /// A device with only its identity known; everything measured starts unknown.
     pub fn new(
         index: u32,

@@ -206,7 +206,7 @@ fn check_device(d: &Device, at: &dyn Fn(&str) -> String, origin: &str) -> Result
         ));
     }
     // `unknown` is what a probe writes for a device it saw but could not measure.
-    if d.arch != "unknown" {
+    if d.arch_known() {
         let canonical = crate::targets::normalise(&d.arch);
         match crate::targets::vendor_of_name(&canonical) {
             Some(v) if canonical == d.arch && v == d.vendor => {}

@@ -408,7 +408,7 @@ fn refuse_unusable_devices(u: &Unit<'_>, refusals: &mut Vec<Note>) {
                 &[],
                 std::slice::from_ref(&u.arch),
             ));
-        } else if d.arch == "unknown" {
+        } else if !d.arch_known() {
             // Known only from /proc or sysfs because its probe failed before reporting:
             // there is no architecture to build for (never emit `...ARCHITECTURES=unknown`).
             refusals.push(note(

@@ -192,7 +192,7 @@ pub fn targets_of(report: &Report) -> Vec<Target> {
     report
         .devices
         .iter()
-        .filter(|d| d.arch != "unknown")
+        .filter(|d| d.arch_known())
         .map(|d| Target {
             device: format!("{}{}", d.backend.llama_name(), d.index),
             index: d.index,
@@ -843,7 +843,7 @@ pub fn records(ex: &Exercise) -> (Vec<crate::quirks::record::Record>, Vec<String
             ));
             continue;
         }
-        if d.arch == "unknown" || ex.binary.backend == BinaryBackend::Cpu {
+        if !crate::report::arch_known(&d.arch) || ex.binary.backend == BinaryBackend::Cpu {
             skipped.push(format!(
                 "{}: architecture unknown, nothing to match a record on",
                 d.name

@@ -146,7 +146,7 @@ pub fn table(r: &Report) -> String {
             "hidden: GPU {} {}{}{} ({})\n",
             d.index,
             printable(&d.name),
-            if d.arch == "unknown" {
+            if !d.arch_known() {
                 String::new()
             } else {
                 format!(" {}", printable(&d.arch))

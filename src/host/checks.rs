@@ -455,7 +455,7 @@ fn visibility_checks(report: &Report, out: &mut Vec<HostCheck>) {
                     "GPU {} ({}{}{})",
                     d.physical,
                     d.name,
-                    if d.arch.is_empty() || d.arch == "unknown" {
+                    if d.arch.is_empty() || !crate::report::arch_known(&d.arch) {
                         String::new()
                     } else {
                         format!(" {}", d.arch)

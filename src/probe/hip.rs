@@ -25,7 +25,7 @@ use super::{
 use crate::host::{Tool, checks, visible};
 use crate::report::{
     Backend, BackendState, BackendStatus, CheckLevel, Device, DeviceSource, HiddenDevice,
-    HostCheck, Report, Smoke, Vendor,
+    HostCheck, Report, Smoke, UNKNOWN_ARCH, Vendor,
 };
 use crate::targets::TargetTable;
 
@@ -68,7 +68,7 @@ pub(super) fn kfd_device(
 
 /// A GPU only DRM shows (KFD lists no node for it): its architecture is IP discovery's.
 fn drm_device(index: u32, g: &DrmGpu, targets: Option<&TargetTable>, smoke: Smoke) -> Device {
-    let arch = g.arch.clone().unwrap_or_else(|| "unknown".into());
+    let arch = g.arch.clone().unwrap_or_else(|| UNKNOWN_ARCH.into());
     let mut d = unknown_device(index, Backend::Hip);
     d.vendor = Vendor::Amd;
     d.name = g
@@ -169,7 +169,7 @@ pub fn probe(opts: &ProbeOptions, report: &mut Report, t0: std::time::Instant) {
         .visible
         .iter()
         .map(|g| g.arch.clone())
-        .filter(|a| a != "unknown")
+        .filter(|a| crate::report::arch_known(a))
         .collect();
     archs.sort();
     archs.dedup();

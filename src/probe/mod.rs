@@ -28,7 +28,7 @@ use crate::host::{HostView, checks, visible};
 use crate::report::{
     Backend, BackendRun, BackendState, BackendStatus, ChildMode, Device, DeviceSource,
     HiddenDevice, Host, PeerResult, PeerRun, PeerVmm, ProbeRun, Report, Smoke, SmokeOutcome,
-    StageTimings,
+    StageTimings, UNKNOWN_ARCH,
 };
 use interpret::{device_from_event, smoke_from};
 use orchestrator::{Exit, Outcome};
@@ -643,5 +643,5 @@ fn proc_device(index: u32, g: &sysfs::NvidiaProcGpu, smoke: Smoke) -> Device {
 }
 
 pub(crate) fn unknown_device(index: u32, backend: Backend) -> Device {
-    Device::new(index, backend, "unknown", "unknown", DeviceSource::None)
+    Device::new(index, backend, "unknown", UNKNOWN_ARCH, DeviceSource::None)
 }

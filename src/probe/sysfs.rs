@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 use serde::Deserialize;
 
 use crate::host::HostView;
+use crate::report::UNKNOWN_ARCH;
 
 pub use crate::host::ROOT_ENV;
 
@@ -183,9 +184,9 @@ pub fn kfd(h: &HostView) -> Kfd {
             None => match render_minor.and_then(|m| gc_ip(h, m)) {
                 Some(gc) => match arch_from_gc(&gc) {
                     Some(a) => (a, ArchSource::IpDiscovery { gc }),
-                    None => ("unknown".into(), ArchSource::IpDiscovery { gc }),
+                    None => (UNKNOWN_ARCH.into(), ArchSource::IpDiscovery { gc }),
                 },
-                None => ("unknown".into(), ArchSource::Unknown),
+                None => (UNKNOWN_ARCH.into(), ArchSource::Unknown),
             },
         };
         let mut gpu = KfdGpu {

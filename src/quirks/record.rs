@@ -32,7 +32,7 @@ pub fn from_report(report: &Report) -> Vec<Record> {
         if !matches!(
             d.smoke.outcome,
             SmokeOutcome::Fail | SmokeOutcome::Hang | SmokeOutcome::Crash
-        ) || d.arch == "unknown"
+        ) || !d.arch_known()
         {
             continue;
         }

@@ -183,7 +183,7 @@ fn device_facts(drv: &Driver, ordinal: i32, context: Option<(f64, Option<&ApiErr
     let minor = attr(drv, dev, sys::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
     let (arch, cc) = match (major, minor) {
         (Some(a), Some(b)) => (format!("sm_{a}{b}"), Some(format!("{a}.{b}"))),
-        _ => ("unknown".to_string(), None),
+        _ => (crate::report::UNKNOWN_ARCH.to_string(), None),
     };
     let mut total: usize = 0;
     let total = cu!(drv, cuDeviceTotalMem_v2(&mut total, dev))

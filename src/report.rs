@@ -471,13 +471,105 @@ impl std::fmt::Display for ApiError {
     }
 }
 
+/// A stage of the smoke test, as the probe children name it (probes/PROTOCOL.md). A name this
+/// gpuprobe does not know (a newer probe, a recorded dump) is kept as written, so a report reads
+/// back unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum SmokeStage {
+    Init,
+    Context,
+    VramCheck,
+    Reserve,
+    Create,
+    Map,
+    SetAccess,
+    Write,
+    Verify,
+    Busy,
+    Settle,
+    HostCompare,
+    Sync,
+    Unmap,
+    Free,
+    Release,
+    Other(String),
+}
+
+impl SmokeStage {
+    pub fn as_str(&self) -> &str {
+        match self {
+            SmokeStage::Init => "init",
+            SmokeStage::Context => "context",
+            SmokeStage::VramCheck => "vram_check",
+            SmokeStage::Reserve => "reserve",
+            SmokeStage::Create => "create",
+            SmokeStage::Map => "map",
+            SmokeStage::SetAccess => "set_access",
+            SmokeStage::Write => "write",
+            SmokeStage::Verify => "verify",
+            SmokeStage::Busy => "busy",
+            SmokeStage::Settle => "settle",
+            SmokeStage::HostCompare => "host_compare",
+            SmokeStage::Sync => "sync",
+            SmokeStage::Unmap => "unmap",
+            SmokeStage::Free => "free",
+            SmokeStage::Release => "release",
+            SmokeStage::Other(s) => s,
+        }
+    }
+}
+
+impl From<&str> for SmokeStage {
+    fn from(s: &str) -> Self {
+        match s {
+            "init" => SmokeStage::Init,
+            "context" => SmokeStage::Context,
+            "vram_check" => SmokeStage::VramCheck,
+            "reserve" => SmokeStage::Reserve,
+            "create" => SmokeStage::Create,
+            "map" => SmokeStage::Map,
+            "set_access" => SmokeStage::SetAccess,
+            "write" => SmokeStage::Write,
+            "verify" => SmokeStage::Verify,
+            "busy" => SmokeStage::Busy,
+            "settle" => SmokeStage::Settle,
+            "host_compare" => SmokeStage::HostCompare,
+            "sync" => SmokeStage::Sync,
+            "unmap" => SmokeStage::Unmap,
+            "free" => SmokeStage::Free,
+            "release" => SmokeStage::Release,
+            other => SmokeStage::Other(other.to_string()),
+        }
+    }
+}
+
+impl From<String> for SmokeStage {
+    fn from(s: String) -> Self {
+        SmokeStage::from(s.as_str())
+    }
+}
+
+impl From<SmokeStage> for String {
+    fn from(s: SmokeStage) -> Self {
+        s.as_str().to_string()
+    }
+}
+
+impl std::fmt::Display for SmokeStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Smoke {
     pub outcome: SmokeOutcome,
     /// One sentence a person can act on.
     pub reason: Option<String>,
     /// The stage that failed, or the last stage that started before a hang or crash.
-    pub stage: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub stage: Option<SmokeStage>,
     pub error: Option<ApiError>,
     pub signal: Option<i32>,
     pub cycles_done: Option<u32>,
@@ -555,7 +647,7 @@ impl Smoke {
 
     /// True when the 32 GiB reservation itself failed (WSL, WDDM, Jetson: quirk Q15).
     pub fn reserve_failed(&self) -> bool {
-        self.outcome == SmokeOutcome::Fail && self.stage.as_deref() == Some("reserve")
+        self.outcome == SmokeOutcome::Fail && self.stage == Some(SmokeStage::Reserve)
     }
 }
 
@@ -739,3 +831,57 @@ impl Report {
 /// Reads, parses and validates a saved report: the one loader for `--from` (see
 /// [`crate::report_file`]).
 pub use crate::report_file::read_report;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn smoke_stages_read_back_as_written() {
+        for name in [
+            "reserve",
+            "set_access",
+            "host_compare",
+            "init",
+            "a_newer_stage",
+        ] {
+            let stage: SmokeStage = serde_json::from_value(serde_json::json!(name)).unwrap();
+            assert_eq!(serde_json::to_value(&stage).unwrap(), name);
+            assert_eq!(stage.to_string(), name);
+        }
+        assert_eq!(SmokeStage::from("reserve"), SmokeStage::Reserve);
+        assert_eq!(
+            SmokeStage::from("a_newer_stage"),
+            SmokeStage::Other("a_newer_stage".into())
+        );
+    }
+
+    #[test]
+    fn state_names_are_their_serde_names() {
+        use BackendState as B;
+        for s in [
+            B::Ok,
+            B::NoDriver,
+            B::NoDevice,
+            B::NoToolchain,
+            B::ProbeBuildFailed,
+            B::Error,
+            B::Skipped,
+            B::Hang,
+        ] {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+        use DeviceSource as D;
+        for s in [
+            D::Driver,
+            D::ProbeProgram,
+            D::Sysfs,
+            D::SysfsIpDiscovery,
+            D::DrmIpDiscovery,
+            D::Procfs,
+            D::None,
+        ] {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+    }
+}

@@ -10,7 +10,7 @@ use crate::llama::options::Plain12x;
 use crate::plan::{EnvAdvice, Flag, Group, LlamaRef, Mode, Note, Plan, SCHEMA, ToolkitRef};
 use crate::profiles::Knowledge;
 use crate::quirks::{Context, Evaluation, Os, Quirk, Severity, Tri, ids};
-use crate::report::{ApiError, Backend, Device, Report, SmokeOutcome, Vendor};
+use crate::report::{ApiError, Backend, Device, Report, SmokeOutcome, SmokeStage, Vendor};
 use crate::version::Version;
 
 /// What the plan is for.
@@ -393,8 +393,8 @@ fn refuse_unusable_devices(u: &Unit<'_>, refusals: &mut Vec<Note>) {
     for d in &u.devices {
         if d.smoke.outcome == SmokeOutcome::Crash
             && matches!(
-                d.smoke.stage.as_deref(),
-                None | Some("context") | Some("init")
+                d.smoke.stage,
+                None | Some(SmokeStage::Context | SmokeStage::Init)
             )
         {
             refusals.push(note(

@@ -20,7 +20,7 @@ use gpuprobe::plan::Mode;
 use gpuprobe::profiles::Knowledge;
 use gpuprobe::quirks::Os;
 use gpuprobe::report::{
-    Backend, BackendStatus, Device, DeviceSource, Host, Report, Smoke, SmokeOutcome,
+    Backend, BackendStatus, Device, DeviceSource, Host, Report, Smoke, SmokeOutcome, SmokeStage,
 };
 use serde_json::Value;
 
@@ -47,7 +47,7 @@ fn knowledge() -> Knowledge {
 
 fn smoke(outcome: SmokeOutcome, stage: Option<&str>) -> Smoke {
     let mut s = Smoke::with_outcome(outcome, "test");
-    s.stage = stage.map(str::to_string);
+    s.stage = stage.map(SmokeStage::from);
     s
 }
 

@@ -17,7 +17,7 @@ use gpuprobe::plan::Mode;
 use gpuprobe::profiles::Knowledge;
 use gpuprobe::quirks::Os;
 use gpuprobe::report::{
-    Backend, BackendStatus, Device, DeviceSource, Host, Report, Smoke, SmokeOutcome,
+    Backend, BackendStatus, Device, DeviceSource, Host, Report, Smoke, SmokeOutcome, SmokeStage,
 };
 use serde_json::Value;
 
@@ -55,7 +55,7 @@ fn device(index: u32, backend: Backend, name: &str, arch: &str, smoke: SmokeOutc
     let mut d = Device::new(index, backend, name, arch, DeviceSource::Driver);
     d.smoke = Smoke::with_outcome(smoke, "test");
     if smoke == SmokeOutcome::Fail {
-        d.smoke.stage = Some("set-access".into());
+        d.smoke.stage = Some(SmokeStage::from("set-access"));
     }
     d.vram_total_bytes = Some(32 << 30);
     d.integrated = Some(false);
@@ -391,7 +391,7 @@ fn vmm_reservation_failure_on_windows() {
         "sm_86",
         SmokeOutcome::Fail,
     );
-    gpu.smoke.stage = Some("reserve".into());
+    gpu.smoke.stage = Some(SmokeStage::Reserve);
     let m = machine(vec![gpu], None, "windows");
     let r = Case::new(vec![log]).os(Os::Windows).on(&m).judge();
     let f = find(&r, "log-vmm-reserve-failed");

@@ -7,7 +7,8 @@ use gpuprobe::plan::{Group, Mode, Plan};
 use gpuprobe::profiles::Knowledge;
 use gpuprobe::quirks::Os;
 use gpuprobe::report::{
-    Backend, Device, DeviceSource, Host, PeerResult, Report, Smoke, SmokeOutcome, Vendor,
+    Backend, Device, DeviceSource, Host, PeerResult, Report, Smoke, SmokeOutcome, SmokeStage,
+    Vendor,
 };
 use gpuprobe::resolve::{Devices, Request, resolve};
 
@@ -145,7 +146,7 @@ fn device(
         DeviceSource::ProbeProgram,
     );
     d.smoke = Smoke::with_outcome(outcome, "test");
-    d.smoke.stage = stage.map(str::to_string);
+    d.smoke.stage = stage.map(SmokeStage::from);
     d.vram_total_bytes = Some(32 << 30);
     d.integrated = Some(false);
     d.wave_size = Some(32);

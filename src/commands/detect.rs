@@ -224,7 +224,11 @@ fn device_rows(d: &crate::report::Device, o: &mut String) {
         gran,
         smoke_word(
             d.smoke.outcome,
-            d.smoke.stage.as_deref().map(inline).as_deref()
+            d.smoke
+                .stage
+                .as_ref()
+                .map(|s| inline(s.as_str()))
+                .as_deref()
         )
     ));
     let mut facts = Vec::new();

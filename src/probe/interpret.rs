@@ -5,7 +5,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::orchestrator::{Exit, Outcome, signal_name};
-use crate::report::{ApiError, Backend, Device, DeviceSource, Smoke, SmokeGrowth, SmokeOutcome};
+use crate::report::{
+    ApiError, Backend, Device, DeviceSource, Smoke, SmokeGrowth, SmokeOutcome, SmokeStage,
+};
 
 pub fn api_error(v: &Value) -> Option<ApiError> {
     if v.is_null() || !v.is_object() {
@@ -74,7 +76,7 @@ pub fn smoke_from(out: &Outcome, timeout: Duration, smoke_requested: bool) -> Sm
                     stage_note()
                 ),
             );
-            s.stage = out.last_stage();
+            s.stage = out.last_stage().map(SmokeStage::from);
             s
         }
         Exit::Signal(sig) => {
@@ -87,7 +89,7 @@ pub fn smoke_from(out: &Outcome, timeout: Duration, smoke_requested: bool) -> Sm
                 ),
             );
             s.signal = Some(*sig);
-            s.stage = out.last_stage();
+            s.stage = out.last_stage().map(SmokeStage::from);
             s
         }
         Exit::Code(code) => match out.event("smoke") {
@@ -119,7 +121,7 @@ pub fn smoke_from(out: &Outcome, timeout: Duration, smoke_requested: bool) -> Sm
                 };
                 let mut s =
                     Smoke::with_outcome(SmokeOutcome::BadOutput, format!("the probe {what}"));
-                s.stage = out.last_stage();
+                s.stage = out.last_stage().map(SmokeStage::from);
                 s
             }
         },
@@ -148,7 +150,7 @@ fn from_event(ev: &Value) -> Smoke {
     let u = |k: &str| ev[k].as_u64();
     let u32_of = |k: &str| u(k).and_then(|v| u32::try_from(v).ok());
     let mut s = Smoke::with_outcome(outcome, "");
-    s.stage = ev["failed_stage"].as_str().map(str::to_string);
+    s.stage = ev["failed_stage"].as_str().map(SmokeStage::from);
     s.error = api_error(&ev["error"]);
     s.cycles_done = u32_of("cycles_done");
     s.cycles = u32_of("cycles");
@@ -230,16 +232,17 @@ fn pass_reason(s: &Smoke) -> String {
 }
 
 fn fail_reason(s: &Smoke) -> String {
-    let stage = s.stage.as_deref().unwrap_or("unknown stage");
-    let mut r = match stage {
-        "reserve" if s.error.as_ref().is_some_and(ApiError::is_symbol_not_found) => {
+    let mut r = match &s.stage {
+        Some(SmokeStage::Reserve)
+            if s.error.as_ref().is_some_and(ApiError::is_symbol_not_found) =>
+        {
             "the driver lacks the VMM entry points (too old for llama.cpp's VMM pool)".to_string()
         }
-        "reserve" => {
+        Some(SmokeStage::Reserve) => {
             "reserving llama.cpp's 32 GiB virtual range failed (WSL/WDDM/Jetson do this: Q15)"
                 .to_string()
         }
-        "set_access" => {
+        Some(SmokeStage::SetAccess) => {
             let g = s.growth.as_ref();
             match g.and_then(|g| g.failed_growth) {
                 Some(n) if n > 0 => format!(
@@ -249,7 +252,9 @@ fn fail_reason(s: &Smoke) -> String {
                 _ => "setting access on a chunk mapped at an offset failed (the HipVMM 'invalid argument' abort: Q3)".to_string(),
             }
         }
-        "verify" | "busy" | "settle" | "host_compare" if s.mismatches.unwrap_or(0) > 0 => {
+        Some(
+            SmokeStage::Verify | SmokeStage::Busy | SmokeStage::Settle | SmokeStage::HostCompare,
+        ) if s.mismatches.unwrap_or(0) > 0 => {
             let check = s.growth.as_ref().and_then(|g| g.bad_check.as_deref());
             let when = match check {
                 Some("settle") => "read back wrong when verified again after the host waited",
@@ -282,8 +287,13 @@ fn fail_reason(s: &Smoke) -> String {
             }
             m
         }
-        "vram_check" => "free VRAM did not return after unmapping and releasing".to_string(),
-        other => format!("failed at stage {other}"),
+        Some(SmokeStage::VramCheck) => {
+            "free VRAM did not return after unmapping and releasing".to_string()
+        }
+        other => format!(
+            "failed at stage {}",
+            other.as_ref().map_or("unknown stage", SmokeStage::as_str)
+        ),
     };
     if let Some(e) = &s.error
         && s.mismatches.unwrap_or(0) == 0

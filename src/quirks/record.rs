@@ -8,7 +8,7 @@ use toml_edit::{Array, ArrayOfTables, DocumentMut, Item, Table, value};
 
 use crate::error::{Error, Result};
 use crate::files;
-use crate::report::{Device, Report, SmokeOutcome};
+use crate::report::{Device, Report, SmokeOutcome, SmokeStage};
 
 const HEADER: &str = "\
 # Local quirk records, measured on this machine by `gpuprobe quirks record`.
@@ -36,7 +36,7 @@ pub fn from_report(report: &Report) -> Vec<Record> {
         {
             continue;
         }
-        let stage = d.smoke.stage.clone().unwrap_or_else(|| "init".into());
+        let stage = d.smoke.stage.as_ref().map_or("init", SmokeStage::as_str);
         let id = format!(
             "LOCAL-{}-{}-{}",
             d.arch,
@@ -47,7 +47,7 @@ pub fn from_report(report: &Report) -> Vec<Record> {
             continue;
         }
         out.push(Record {
-            table: table_for(report, d, &id, &stage),
+            table: table_for(report, d, &id, stage),
             id,
         });
     }

@@ -471,6 +471,58 @@ impl std::fmt::Display for ApiError {
     }
 }
 
+/// Which check of the smoke test saw wrong words (probes/PROTOCOL.md); a name this gpuprobe does
+/// not know is kept as written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum BadCheck {
+    /// Read back on the GPU right after mapping.
+    Gpu,
+    /// While the next chunk was being mapped.
+    Busy,
+    /// Again after the host waited.
+    Settle,
+    /// On the host, after copying the pool there.
+    Host,
+    Other(String),
+}
+
+impl BadCheck {
+    pub fn as_str(&self) -> &str {
+        match self {
+            BadCheck::Gpu => "gpu",
+            BadCheck::Busy => "busy",
+            BadCheck::Settle => "settle",
+            BadCheck::Host => "host",
+            BadCheck::Other(s) => s,
+        }
+    }
+}
+
+impl From<&str> for BadCheck {
+    fn from(s: &str) -> Self {
+        match s {
+            "gpu" => BadCheck::Gpu,
+            "busy" => BadCheck::Busy,
+            "settle" => BadCheck::Settle,
+            "host" => BadCheck::Host,
+            other => BadCheck::Other(other.to_string()),
+        }
+    }
+}
+
+impl From<String> for BadCheck {
+    fn from(s: String) -> Self {
+        BadCheck::from(s.as_str())
+    }
+}
+
+impl From<BadCheck> for String {
+    fn from(c: BadCheck) -> Self {
+        c.as_str().to_string()
+    }
+}
+
 /// A stage of the smoke test, as the probe children name it (probes/PROTOCOL.md). A name this
 /// gpuprobe does not know (a newer probe, a recorded dump) is kept as written, so a report reads
 /// back unchanged.
@@ -605,7 +657,8 @@ pub struct SmokeGrowth {
     pub failed_pool: Option<u32>,
     pub failed_growth: Option<u32>,
     /// Which check saw wrong words: `gpu`, `busy`, `settle` (after the host waited) or `host`.
-    pub bad_check: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub bad_check: Option<BadCheck>,
     pub smallest_chunk_bytes: Option<u64>,
     pub largest_chunk_bytes: Option<u64>,
     pub largest_pool_bytes: Option<u64>,
@@ -837,7 +890,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn smoke_stages_read_back_as_written() {
+    fn smoke_stages_and_checks_read_back_as_written() {
         for name in [
             "reserve",
             "set_access",
@@ -850,6 +903,10 @@ mod tests {
             assert_eq!(stage.to_string(), name);
         }
         assert_eq!(SmokeStage::from("reserve"), SmokeStage::Reserve);
+        for name in ["gpu", "busy", "settle", "host", "a_newer_check"] {
+            let check: BadCheck = serde_json::from_value(serde_json::json!(name)).unwrap();
+            assert_eq!(serde_json::to_value(&check).unwrap(), name);
+        }
         assert_eq!(
             SmokeStage::from("a_newer_stage"),
             SmokeStage::Other("a_newer_stage".into())

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::orchestrator::{Exit, Outcome, signal_name};
 use crate::report::{
-    ApiError, Backend, Device, DeviceSource, Smoke, SmokeGrowth, SmokeOutcome, SmokeStage,
+    ApiError, Backend, BadCheck, Device, DeviceSource, Smoke, SmokeGrowth, SmokeOutcome, SmokeStage,
 };
 
 pub fn api_error(v: &Value) -> Option<ApiError> {
@@ -172,7 +172,7 @@ fn from_event(ev: &Value) -> Smoke {
         failed_cycle: u32_of("failed_cycle"),
         failed_pool: u32_of("failed_pool"),
         failed_growth: u32_of("failed_growth"),
-        bad_check: ev["bad_check"].as_str().map(str::to_string),
+        bad_check: ev["bad_check"].as_str().map(BadCheck::from),
         smallest_chunk_bytes: u("smallest_chunk_bytes"),
         largest_chunk_bytes: u("largest_chunk_bytes"),
         largest_pool_bytes: u("largest_pool_bytes"),
@@ -255,11 +255,15 @@ fn fail_reason(s: &Smoke) -> String {
         Some(
             SmokeStage::Verify | SmokeStage::Busy | SmokeStage::Settle | SmokeStage::HostCompare,
         ) if s.mismatches.unwrap_or(0) > 0 => {
-            let check = s.growth.as_ref().and_then(|g| g.bad_check.as_deref());
+            let check = s.growth.as_ref().and_then(|g| g.bad_check.as_ref());
             let when = match check {
-                Some("settle") => "read back wrong when verified again after the host waited",
-                Some("host") => "differed when the pool was copied to the host and compared there",
-                Some("busy") => "read back wrong while the next chunk was being mapped",
+                Some(BadCheck::Settle) => {
+                    "read back wrong when verified again after the host waited"
+                }
+                Some(BadCheck::Host) => {
+                    "differed when the pool was copied to the host and compared there"
+                }
+                Some(BadCheck::Busy) => "read back wrong while the next chunk was being mapped",
                 _ => "read back wrong right after mapping",
             };
             let mut m = format!("{} words {when}", s.mismatches.unwrap_or(0));
@@ -279,7 +283,7 @@ fn fail_reason(s: &Smoke) -> String {
                 m.push_str(&format!(" in cycle {c}"));
             }
             if s.first_bad_value == Some(0) {
-                m.push_str(if matches!(check, Some("settle") | Some("host")) {
+                m.push_str(if matches!(check, Some(BadCheck::Settle | BadCheck::Host)) {
                     "; memory written right after its mapping reads zeros later: the write went through a mapping that was not yet in place (rocm-systems#11693, Q4)"
                 } else {
                     "; freshly mapped memory reads zeros (Q4)"

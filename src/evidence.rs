@@ -129,7 +129,7 @@ impl Evidence {
     /// The measured records shipped in `profiles/measured.toml`.
     pub fn bundled() -> Result<Evidence> {
         let file: MeasuredFile =
-            crate::profiles::parse_toml(BUNDLED_MEASURED, "profiles/measured.toml")?;
+            crate::toml_file::parse_toml(BUNDLED_MEASURED, "profiles/measured.toml")?;
         let mut ev = Evidence::default();
         for m in file.measured {
             ev.records.push(Record {

@@ -22,6 +22,7 @@ pub mod report_file;
 pub mod resolve;
 pub mod schema;
 pub mod targets;
+pub mod toml_file;
 pub mod toolkits;
 pub mod version;
 

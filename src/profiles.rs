@@ -4,13 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::de::DeserializeOwned;
-
 use crate::check_build::signatures::SignatureTable;
 use crate::error::{Error, Result};
 use crate::llama::options::OptionTable;
 use crate::quirks::{Quirk, QuirkFile};
 use crate::targets::TargetTable;
+use crate::toml_file::parse_toml;
 
 pub const BUNDLED_QUIRKS: &str = include_str!("../profiles/quirks.toml");
 pub const BUNDLED_TARGETS: &str = include_str!("../profiles/targets.toml");
@@ -139,48 +138,4 @@ pub fn config_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
     Some(base.join("gpuprobe"))
-}
-
-/// Parses TOML into `T`; errors carry `origin:line`, the field and the message.
-pub fn parse_toml<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T> {
-    toml::from_str(text).map_err(|e| {
-        let line = e.span().map(|s| line_of(text, s.start));
-        let field = line.and_then(|l| key_on_line(text, l));
-        let message = e.message().trim().to_string();
-        let message = match field {
-            Some(f) if !message.contains(&f) => format!("field `{f}`: {message}"),
-            _ => message,
-        };
-        Error::Input {
-            input: origin.to_string(),
-            line,
-            message,
-            fix: "correct the file (see the comments at the top of the bundled profiles/ file of the same kind)".into(),
-        }
-    })
-}
-
-pub fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())]
-        .bytes()
-        .filter(|b| *b == b'\n')
-        .count()
-        + 1
-}
-
-fn key_on_line(text: &str, line: usize) -> Option<String> {
-    let l = text.lines().nth(line - 1)?;
-    let (key, _) = l.split_once('=')?;
-    let key = key.trim();
-    (!key.is_empty() && !key.starts_with('[')).then(|| key.to_string())
-}
-
-/// Finds the line where `[[quirk]]` record `id` is declared, for semantic errors.
-pub fn line_of_id(text: &str, id: &str) -> Option<usize> {
-    text.lines()
-        .position(|l| {
-            let l = l.trim();
-            l.starts_with("id") && l.contains(&format!("\"{id}\""))
-        })
-        .map(|i| i + 1)
 }

@@ -5,8 +5,8 @@
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::profiles::parse_toml;
 use crate::quirks::Os;
+use crate::toml_file::parse_toml;
 use crate::version::{Version, VersionRange};
 
 pub const BUNDLED_TOOLKITS: &str = include_str!("../profiles/toolkits.toml");

@@ -547,7 +547,7 @@ proptest! {
     ) {
         let mut text = quirk_record("FUZZ1", &fields);
         text = text.replace("title = \"fuzz\"", &format!("title = {}", toml_edit::value(title.as_str())));
-        let Ok(file) = gpuprobe::profiles::parse_toml::<gpuprobe::quirks::QuirkFile>(&text, "fuzz.toml") else {
+        let Ok(file) = gpuprobe::toml_file::parse_toml::<gpuprobe::quirks::QuirkFile>(&text, "fuzz.toml") else {
             return Ok(());
         };
         if file.validate(&text, "fuzz.toml").is_err() {
@@ -567,7 +567,7 @@ proptest! {
         let mut text = base[..base.len().min(4000)].to_string();
         let at = (0..=at.min(text.len())).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
         text.insert_str(at, &insert);
-        if let Ok(file) = gpuprobe::profiles::parse_toml::<gpuprobe::quirks::QuirkFile>(&text, "fuzz.toml") {
+        if let Ok(file) = gpuprobe::toml_file::parse_toml::<gpuprobe::quirks::QuirkFile>(&text, "fuzz.toml") {
             let _ = file.validate(&text, "fuzz.toml");
         }
     }

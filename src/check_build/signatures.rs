@@ -172,13 +172,13 @@ pub struct Hit {
 impl SignatureTable {
     /// Parses and validates `text` (named `origin` in errors); quirk ids must exist in `quirks`.
     pub fn load(text: &str, origin: &str, quirks: &[Quirk]) -> Result<Self> {
-        let file: SignatureFile = crate::profiles::parse_toml(text, origin)?;
+        let file: SignatureFile = crate::toml_file::parse_toml(text, origin)?;
         let mut rows: Vec<Signature> = Vec::new();
         let mut seen = BTreeSet::new();
         for spec in file.signature {
             let at = |message: String, fix: &str| Error::Input {
                 input: origin.to_string(),
-                line: crate::profiles::line_of_id(text, &spec.id),
+                line: crate::toml_file::line_of_id(text, &spec.id),
                 message: format!("signature `{}`: {message}", spec.id),
                 fix: fix.to_string(),
             };
@@ -288,7 +288,7 @@ impl SignatureTable {
                 {
                     return Err(Error::Input {
                         input: origin.to_string(),
-                        line: crate::profiles::line_of_id(text, &r.spec.id),
+                        line: crate::toml_file::line_of_id(text, &r.spec.id),
                         message: format!(
                             "signature `{}`: `context` names `{c}`, which is not a `fact` row",
                             r.spec.id

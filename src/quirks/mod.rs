@@ -286,7 +286,7 @@ impl QuirkFile {
         for q in &self.quirk {
             let at = |message: String, fix: &str| Error::Input {
                 input: origin.to_string(),
-                line: crate::profiles::line_of_id(text, &q.id),
+                line: crate::toml_file::line_of_id(text, &q.id),
                 message,
                 fix: fix.to_string(),
             };

@@ -154,7 +154,7 @@ pub fn write(path: &Path, records: Vec<Record>) -> Result<Vec<(String, bool)>> {
         .parse()
         .map_err(|e: toml_edit::TomlError| Error::Input {
             input: origin.clone(),
-            line: e.span().map(|s| crate::profiles::line_of(&text, s.start)),
+            line: e.span().map(|s| crate::toml_file::line_of(&text, s.start)),
             message: format!("not TOML: {}", e.message()),
             fix: "fix the file by hand, or record into another file with --file".into(),
         })?;
@@ -192,7 +192,7 @@ pub fn write(path: &Path, records: Vec<Record>) -> Result<Vec<(String, bool)>> {
         doc.to_string()
     };
     // The file must still load as a quirk file before it replaces the old one.
-    let parsed: crate::quirks::QuirkFile = crate::profiles::parse_toml(&out, &origin)?;
+    let parsed: crate::quirks::QuirkFile = crate::toml_file::parse_toml(&out, &origin)?;
     parsed.validate(&out, &origin)?;
     files::write_atomic(path, out.as_bytes(), "--file")?;
     Ok(done)

@@ -83,6 +83,8 @@ typedef int gpDevice;
 #define gpDeviceCanAccessPeer hipDeviceCanAccessPeer
 #define gpDeviceEnablePeerAccess hipDeviceEnablePeerAccess
 #define gpMemcpyPeer hipMemcpyPeer
+#define gpHostMalloc(p, bytes) hipHostMalloc((p), (bytes), 0)
+#define gpHostFree hipHostFree
 
 #define GP_ATTR_INTEGRATED hipDeviceAttributeIntegrated
 #define GP_ATTR_WARP_SIZE hipDeviceAttributeWarpSize
@@ -248,6 +250,8 @@ typedef CUdevice gpDevice;
 #define gpDeviceCanAccessPeer cudaDeviceCanAccessPeer
 #define gpDeviceEnablePeerAccess cudaDeviceEnablePeerAccess
 #define gpMemcpyPeer cudaMemcpyPeer
+#define gpHostMalloc(p, bytes) cudaMallocHost((p), (bytes))
+#define gpHostFree cudaFreeHost
 
 #define GP_ATTR_INTEGRATED cudaDevAttrIntegrated
 #define GP_ATTR_WARP_SIZE cudaDevAttrWarpSize

@@ -43,6 +43,7 @@ const uint64_t kHostPieceBytes = 32ull << 20;         // host comparison piece (
 // Fault injection for checking the failure paths on a real GPU; only test builds define it
 // (-DGPUPROBE_TEST_FAULT=N). 1: skip the write kernel of growth 4 in cycle 3 (verify must fail).
 // 2: set access on growth 3 one page off (set_access must fail, whole range must help).
+// 3: zero two words of pool 0 after the last GPU-side verify (only host_compare may catch them).
 #ifndef GPUPROBE_TEST_FAULT
 #define GPUPROBE_TEST_FAULT 0
 #endif
@@ -157,6 +158,32 @@ uint64_t host_compare(const uint32_t* words, uint64_t n, uint64_t first, uint32_
         }
     }
     return bad;
+}
+
+// host_compare split over a few threads: one core compares about 4-5 GB/s, a PCIe 5 copy delivers
+// over 50 GB/s, and the host check reads over a GiB per device.
+uint64_t host_compare_parallel(const uint32_t* words, uint64_t n, uint64_t first, uint32_t seed, uint64_t* first_bad) {
+    const uint64_t kMinPart = 1ull << 18;
+    unsigned hw = std::thread::hardware_concurrency();
+    uint64_t parts = hw == 0 ? 1 : (hw < 4 ? hw : 4);
+    const uint64_t most = (n + kMinPart - 1) / kMinPart;
+    if (parts > most) parts = most;
+    if (parts <= 1) return host_compare(words, n, first, seed, first_bad);
+    const uint64_t part = (n + parts - 1) / parts;
+    std::vector<uint64_t> bad(parts, 0), at(parts, ~0ull);
+    std::vector<std::thread> threads;
+    for (uint64_t i = 1; i < parts; ++i) {
+        const uint64_t from = i * part, len = from >= n ? 0 : (n - from < part ? n - from : part);
+        threads.emplace_back([&, i, from, len]() { bad[i] = host_compare(words + from, len, first + from, seed, &at[i]); });
+    }
+    bad[0] = host_compare(words, part < n ? part : n, first, seed, &at[0]);
+    for (std::thread& t : threads) t.join();
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < parts; ++i) {
+        if (bad[i] != 0 && total == 0) *first_bad = at[i];
+        total += bad[i];
+    }
+    return total;
 }
 
 // --------------------------------------------------------------------------- growth schedule
@@ -709,6 +736,35 @@ void emit_smoke(const SmokeResult& s) {
 
 // One reservation as llama.cpp keeps it (the HIP pool also records every mapping, to unmap them
 // one by one: ROCR-Runtime#285).
+// Host memory for one piece of the host comparison: page-locked when the runtime gives it,
+// ordinary memory otherwise (the comparison is the same; only the copy is slower).
+class HostPiece {
+  public:
+    explicit HostPiece(uint64_t words) {
+        void* p = nullptr;
+        if (gpHostMalloc(&p, words * 4) == gpSuccess && p != nullptr) {
+            locked_ = static_cast<uint32_t*>(p);
+        } else {
+            (void)gpGetLastError();  // a refused allocation is not this run's error
+            heap_.resize(words);
+        }
+    }
+    HostPiece(const HostPiece&) = delete;
+    HostPiece& operator=(const HostPiece&) = delete;
+    uint32_t* data() { return locked_ != nullptr ? locked_ : heap_.data(); }
+    uint32_t operator[](uint64_t i) const { return locked_ != nullptr ? locked_[i] : heap_[i]; }
+    // Not a destructor: after a fault, freeing locked memory can block, and a failed run frees
+    // nothing (process exit does).
+    void release() {
+        if (locked_ != nullptr) (void)gpHostFree(locked_);
+        locked_ = nullptr;
+    }
+
+  private:
+    uint32_t* locked_ = nullptr;
+    std::vector<uint32_t> heap_;
+};
+
 struct PoolState {
     gp_va base = 0;
     uint64_t size = 0;
@@ -731,6 +787,9 @@ struct Run {
     gpMemAccessDesc access;
     long long busy_ticks = 0;
     std::vector<SlotUse> uses;
+    // The host comparison's two pieces, made at its first use and kept for the run (locking
+    // 2 x 32 MiB of host memory costs about 30 ms on an H200 host, the copy of a GiB 20 ms).
+    HostPiece* staging[2] = {nullptr, nullptr};
 
     bool fail(const char* stage, const ApiError& e, uint32_t cycle, int pool = -1, int growth = -1) {
         s->failed_stage = stage;
@@ -862,12 +921,15 @@ struct Run {
     }
 
     // Copies the pool to the host piece by piece and compares there; a second thread compares one
-    // piece while the next is copied.
+    // piece while the next is copied. The pieces are page-locked where the runtime gives such
+    // memory: the copy engine then writes them directly instead of staging a pageable copy.
     bool host_check(const PoolState& p, uint32_t pool, uint32_t c) {
         const uint64_t piece_words = kHostPieceBytes / 4;
         const uint64_t total = p.size / 4;
         const uint32_t seed = seed_of(c, pool);
-        std::vector<uint32_t> buf[2] = {std::vector<uint32_t>(piece_words), std::vector<uint32_t>(piece_words)};
+        for (HostPiece*& h : staging)
+            if (h == nullptr) h = new HostPiece(piece_words);
+        HostPiece* buf[2] = {staging[0], staging[1]};
         uint64_t bad = 0, first_bad = ~0ull;
         uint32_t seen = 0;
         std::thread worker;
@@ -875,14 +937,14 @@ struct Run {
         int k = 0;
         for (uint64_t w = 0; w < total; w += piece_words, ++k) {
             const uint64_t n = total - w < piece_words ? total - w : piece_words;
-            std::vector<uint32_t>& b = buf[k % 2];
+            HostPiece& b = *buf[k % 2];
             r = gpMemcpy(b.data(), (const void*)(uintptr_t)(p.base + w * 4), n * 4, gpMemcpyDeviceToHost);
             if (worker.joinable()) worker.join();
             if (r != gpSuccess) break;
             s->host_checked += n * 4;
             worker = std::thread([&bad, &first_bad, &seen, &b, n, w, seed]() {
                 uint64_t at = ~0ull;
-                const uint64_t m = host_compare(b.data(), n, w, seed, &at);
+                const uint64_t m = host_compare_parallel(b.data(), n, w, seed, &at);
                 if (m != 0 && first_bad == ~0ull) {
                     first_bad = at;
                     seen = b[at - w];
@@ -936,6 +998,13 @@ struct Run {
                 return false;
         }
         if (!sync_and_check(pools, c)) return false;
+        if (GPUPROBE_TEST_FAULT == 3 && pools[0].size > 5012345ull * 4) {
+            // Words changed after every GPU-side check passed: only the host comparison sees
+            // them (two, in different parts of the first piece the comparison splits).
+            (void)gpMemset((void*)(uintptr_t)(pools[0].base + 12345 * 4), 0, 4);
+            (void)gpMemset((void*)(uintptr_t)(pools[0].base + 5012345ull * 4), 0, 4);
+            (void)gpDeviceSynchronize();
+        }
         emit_stage("host_compare", c, 0, 0);
         for (uint32_t q = 0; q < kPlanPools; ++q)
             if (pools[q].size > 0 && !host_check(pools[q], q, c)) return false;
@@ -1049,6 +1118,10 @@ void run_smoke(const DeviceFacts& f, uint32_t cycles, SmokeResult* s) {
     }
     (void)gpStreamDestroy(run.stream);
     (void)gpFree(run.slots);
+    for (HostPiece* h : run.staging) {
+        if (h != nullptr) h->release();
+        delete h;
+    }
     s->pass = true;
 }
 

@@ -52,6 +52,8 @@ GPUPROBE_PROBE_CFLAGS=-DGPUPROBE_TEST_FAULT=1 sh "$here/scripts/build-probe.sh" 
 f1=$!
 GPUPROBE_PROBE_CFLAGS=-DGPUPROBE_TEST_FAULT=2 sh "$here/scripts/build-probe.sh" cuda "$out/fault2" "sm_$arch" >"$out/build-fault2.txt" 2>&1 &
 f2=$!
+GPUPROBE_PROBE_CFLAGS=-DGPUPROBE_TEST_FAULT=3 sh "$here/scripts/build-probe.sh" cuda "$out/fault3" "sm_$arch" >"$out/build-fault3.txt" 2>&1 &
+f3=$!
 
 log "detect: one GPU, then all $ngpu"
 CUDA_VISIBLE_DEVICES=0 "$gp" detect --backend cuda --json >"$out/detect-1gpu.json"; echo "detect 1 GPU rc=$?"
@@ -71,8 +73,10 @@ gran=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["devices"][0]
 log "planted faults"
 wait "$f1"; echo "fault1 build rc=$?"
 wait "$f2"; echo "fault2 build rc=$?"
+wait "$f3"; echo "fault3 build rc=$?"
 CUDA_VISIBLE_DEVICES=0 "$out/fault1/gpuprobe-probe-cuda" --device 0 --cycles 5 >"$out/fault1.jsonl"; echo "fault1 rc=$?"
 CUDA_VISIBLE_DEVICES=0 "$out/fault2/gpuprobe-probe-cuda" --device 0 --cycles 5 >"$out/fault2.jsonl"; echo "fault2 rc=$?"
+CUDA_VISIBLE_DEVICES=0 "$out/fault3/gpuprobe-probe-cuda" --device 0 --cycles 5 >"$out/fault3.jsonl"; echo "fault3 rc=$?"
 
 log "tiny timeout (0.05 s): the hang path on real hardware"
 "$gp" detect --backend cuda --json --timeout 0.05 >"$out/timeout.json"; echo "rc=$?"
@@ -192,6 +196,10 @@ row("planted fault 1 (write skipped)", f"{f1.get('outcome')} at {f1.get('failed_
 f2 = ev(events("fault2.jsonl"), "smoke")
 row("planted fault 2 (access off by a page)", f"{f2.get('outcome')} at {f2.get('failed_stage')}, whole range helped {f2.get('whole_range_access_helped')}",
     "ok" if f2.get("outcome") == "fail" and f2.get("failed_stage") == "set_access" else "FAIL")
+f3 = ev(events("fault3.jsonl"), "smoke")
+row("planted fault 3 (2 words zeroed after the GPU checks)", f"{f3.get('outcome')} at {f3.get('failed_stage')}, {f3.get('mismatches')} words, first at byte {f3.get('first_bad_offset')}",
+    "ok" if f3.get("outcome") == "fail" and f3.get("failed_stage") == "host_compare" and f3.get("mismatches") == 2
+    and f3.get("first_bad_offset") == 12345 * 4 else "FAIL")
 to = load("timeout.json")
 if to:
     b = to["backends"][0]

@@ -162,13 +162,36 @@ pub fn adopt_orphans() {
     }
 }
 
+/// Children already sent SIGKILL and reaped by a thread of their own (probe children left after
+/// their report, see `probe::orchestrator::Exit::AfterDone`): they run no code of theirs again,
+/// and what remains of them is the kernel tearing down their GPU state, which gpuprobe's exit
+/// does not wait for.
+static DYING: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// Records `pid` as killed and being reaped elsewhere (see [`DYING`]).
+pub fn dying(pid: u32) {
+    if let Ok(mut d) = DYING.lock() {
+        d.push(pid);
+    }
+}
+
 /// Kills every remaining child of this process, with its process group, and reaps it. Call when
 /// all of gpuprobe's own children have been waited for (at exit): what is left was adopted.
 pub fn kill_adopted() {
     #[cfg(target_os = "linux")]
     for _ in 0..8 {
         let me = std::process::id();
-        let orphans = children_of(me);
+        // Left unreaped, a dying child passes to PID 1 at gpuprobe's exit; an init that never
+        // reaps (`tail -f /dev/null` in a CI job container) would keep it as a zombie for good.
+        let dying = if init_reaps() {
+            DYING.lock().map(|d| d.clone()).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let orphans: Vec<u32> = children_of(me)
+            .into_iter()
+            .filter(|p| !dying.contains(p))
+            .collect();
         if orphans.is_empty() {
             return;
         }
@@ -183,6 +206,30 @@ pub fn kill_adopted() {
             }
         }
     }
+}
+
+/// Whether PID 1 is an init that reaps the orphans it is given (read from `/proc/1/comm`).
+#[cfg(target_os = "linux")]
+fn init_reaps() -> bool {
+    const REAPERS: &[&str] = &[
+        "systemd",
+        "init",
+        "tini",
+        "docker-init",
+        "dumb-init",
+        "catatonit",
+        "s6-svscan",
+        "runit",
+        "openrc-init",
+    ];
+    let Ok(f) = std::fs::File::open("/proc/1/comm") else {
+        return false;
+    };
+    let mut name = String::new();
+    if std::io::Read::read_to_string(&mut std::io::Read::take(f, 64), &mut name).is_err() {
+        return false;
+    }
+    REAPERS.contains(&name.trim())
 }
 
 /// Process ids whose parent is `parent`, from /proc.

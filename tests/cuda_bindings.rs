@@ -33,6 +33,8 @@ const FUNCTIONS: &[&str] = &[
     "cuMemAlloc_v2",
     "cuMemFree_v2",
     "cuMemcpyDtoH_v2",
+    "cuMemAllocHost_v2",
+    "cuMemFreeHost",
     "cuMemcpyHtoD_v2",
     "cuMemsetD32_v2",
     "cuMemcpyHtoDAsync_v2",

@@ -1576,3 +1576,46 @@ fn real_hipcc_builds_the_probe_once_and_the_runtime_sees_no_device() {
         }
     }
 }
+
+#[test]
+fn a_probe_that_lingers_after_done_is_not_waited_for() {
+    // The real probes leave with _exit right after `done`, and the kernel then tears their GPU
+    // state down (about 100 ms per GPU on an H200); gpuprobe takes the complete report and does
+    // not wait for that. Here the wrapper keeps running (and holding stdout) after the fake's
+    // `done`: before, gpuprobe waited until the deadline and reported a hang.
+    let sb = Sandbox::new();
+    let probe = sb.path("lingers.sh");
+    std::fs::write(
+        &probe,
+        format!(
+            "#!/bin/sh\n\"{}\" \"$@\"\nexec sleep 6173\n",
+            fake("pass-gfx1201").display()
+        ),
+    )
+    .unwrap();
+    set_executable(&probe);
+    let report = detect_json(
+        &mut sb.with_probe(TWO_GPUS, &probe, 2),
+        &["--timeout", "20"],
+    );
+    for d in devices(&report) {
+        assert_eq!(d["smoke"]["outcome"], "pass", "{d:#}");
+        assert!(
+            d["timings"]["wall_ms"].as_f64().unwrap() < 15_000.0,
+            "waited for the lingering probe: {d:#}"
+        );
+    }
+    // The lingering processes were killed with their group, not left behind.
+    let lingering = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .any(|c| String::from_utf8_lossy(&c).contains("6173"))
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while lingering() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!lingering(), "a probe process outlived gpuprobe");
+}

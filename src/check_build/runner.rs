@@ -154,6 +154,8 @@ pub fn run(binary: &Path, args: &[&str], timeout: Duration) -> Invocation {
     };
     let (status, exit_code, signal, timed_out) = match &outcome.exit {
         Exit::Code(c) => (format!("exit {c}"), Some(*c), None, false),
+        // Only probe children end this way; kept for completeness.
+        Exit::AfterDone => ("finished its report".into(), Some(0), None, false),
         Exit::Signal(s) => (
             format!("signal {s} ({})", orchestrator::signal_name(*s)),
             None,

@@ -105,10 +105,18 @@ pub struct Build {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "how", rename_all = "kebab-case")]
 pub enum ChildExit {
-    Code { code: i32 },
-    Signal { signal: i32 },
+    Code {
+        code: i32,
+    },
+    Signal {
+        signal: i32,
+    },
     TimedOut,
-    SpawnFailed { why: String },
+    SpawnFailed {
+        why: String,
+    },
+    /// Left after its `done` line, its exit not awaited.
+    AfterDone,
 }
 
 /// What one probe child printed and how it ended: its raw protocol lines, the lines that were not
@@ -132,6 +140,7 @@ impl Child {
             stderr_tail: o.stderr_tail.clone(),
             exit: match &o.exit {
                 Exit::Code(c) => ChildExit::Code { code: *c },
+                Exit::AfterDone => ChildExit::AfterDone,
                 Exit::Signal(s) => ChildExit::Signal { signal: *s },
                 Exit::TimedOut => ChildExit::TimedOut,
                 Exit::SpawnFailed(w) => ChildExit::SpawnFailed { why: w.clone() },
@@ -150,6 +159,7 @@ impl Child {
                 ChildExit::Signal { signal } => Exit::Signal(*signal),
                 ChildExit::TimedOut => Exit::TimedOut,
                 ChildExit::SpawnFailed { why } => Exit::SpawnFailed(why.clone()),
+                ChildExit::AfterDone => Exit::AfterDone,
             },
             elapsed: Duration::from_millis(self.elapsed_ms),
         }

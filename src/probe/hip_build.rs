@@ -292,6 +292,7 @@ fn build_live(hipcc: &Path, dir: &Path, exe: &Path, archs: &[String]) -> Build {
                     format!("no result within {} s", BUILD_TIMEOUT.as_secs())
                 }
                 super::orchestrator::Exit::SpawnFailed(e) => format!("not started: {e}"),
+                super::orchestrator::Exit::AfterDone => "ended without a compiler exit code".into(),
             };
             fail(status, output)
         }

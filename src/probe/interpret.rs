@@ -92,39 +92,10 @@ pub fn smoke_from(out: &Outcome, timeout: Duration, smoke_requested: bool) -> Sm
             s.stage = out.last_stage().map(SmokeStage::from);
             s
         }
-        Exit::Code(code) => match out.event("smoke") {
-            Some(ev) if out.complete() && *code == 0 => from_event(ev),
-            Some(ev) => {
-                let mut s = from_event(ev);
-                if !out.complete() {
-                    s.outcome = SmokeOutcome::BadOutput;
-                    s.reason = Some(format!(
-                        "the probe's report ended early (exit {code}, no `done`)"
-                    ));
-                }
-                s
-            }
-            None if !smoke_requested && out.complete() => Smoke::not_run("skipped (--no-smoke)"),
-            None => {
-                let what = if !out.garbage.is_empty() {
-                    format!(
-                        "printed output that is not the probe protocol (e.g. {:?})",
-                        out.garbage[0]
-                    )
-                } else if out.complete() {
-                    "finished without a smoke result".to_string()
-                } else {
-                    format!(
-                        "stopped {} with exit code {code} and no complete report",
-                        stage_note()
-                    )
-                };
-                let mut s =
-                    Smoke::with_outcome(SmokeOutcome::BadOutput, format!("the probe {what}"));
-                s.stage = out.last_stage().map(SmokeStage::from);
-                s
-            }
-        },
+        Exit::Code(_) | Exit::AfterDone => {
+            let code = out.exit.code().unwrap_or(0);
+            smoke_from_report(out, code, smoke_requested, stage_note)
+        }
     };
     s.stderr_tail = out
         .stderr_tail
@@ -138,6 +109,47 @@ pub fn smoke_from(out: &Outcome, timeout: Duration, smoke_requested: bool) -> Sm
         s.stderr_tail.clear();
     }
     s
+}
+
+/// The smoke verdict from a child that ended by itself with exit `code`.
+fn smoke_from_report(
+    out: &Outcome,
+    code: i32,
+    smoke_requested: bool,
+    stage_note: impl Fn() -> String,
+) -> Smoke {
+    match out.event("smoke") {
+        Some(ev) if out.complete() && code == 0 => from_event(ev),
+        Some(ev) => {
+            let mut s = from_event(ev);
+            if !out.complete() {
+                s.outcome = SmokeOutcome::BadOutput;
+                s.reason = Some(format!(
+                    "the probe's report ended early (exit {code}, no `done`)"
+                ));
+            }
+            s
+        }
+        None if !smoke_requested && out.complete() => Smoke::not_run("skipped (--no-smoke)"),
+        None => {
+            let what = if !out.garbage.is_empty() {
+                format!(
+                    "printed output that is not the probe protocol (e.g. {:?})",
+                    out.garbage[0]
+                )
+            } else if out.complete() {
+                "finished without a smoke result".to_string()
+            } else {
+                format!(
+                    "stopped {} with exit code {code} and no complete report",
+                    stage_note()
+                )
+            };
+            let mut s = Smoke::with_outcome(SmokeOutcome::BadOutput, format!("the probe {what}"));
+            s.stage = out.last_stage().map(SmokeStage::from);
+            s
+        }
+    }
 }
 
 fn from_event(ev: &Value) -> Smoke {

@@ -22,6 +22,23 @@ pub enum Exit {
     TimedOut,
     /// Could not be started at all.
     SpawnFailed(String),
+    /// Said `done` (its report is complete) and was then left to end: its group was sent SIGKILL
+    /// and the process reaped in the background, its exit status not read. Only for children
+    /// started with [`Running::ends_at_done`]: the probes leave with `_exit(0)` right after
+    /// `done`, and what remains is the kernel tearing down their GPU state (about 100 ms per GPU
+    /// on an H200), which gpuprobe has no reason to wait for.
+    AfterDone,
+}
+
+impl Exit {
+    /// The exit code the child's end stands for: its own, or 0 for one left after `done`.
+    pub fn code(&self) -> Option<i32> {
+        match self {
+            Exit::Code(c) => Some(*c),
+            Exit::AfterDone => Some(0),
+            Exit::Signal(_) | Exit::TimedOut | Exit::SpawnFailed(_) => None,
+        }
+    }
 }
 
 /// Everything a child said, and how it ended.
@@ -94,6 +111,10 @@ pub struct Running {
     garbage: Vec<String>,
     eof: bool,
     ended: Option<Instant>,
+    /// Stop at `done` (see [`Exit::AfterDone`]).
+    until_done: bool,
+    /// The process is reaped by a thread of its own: nothing here may wait for it.
+    detached: bool,
 }
 
 /// Starts `cmd` in a new process group, with the parent-death signal set so that it dies with us.
@@ -176,6 +197,8 @@ pub fn spawn(mut cmd: Command, timeout: Duration) -> Result<Running, String> {
         garbage: Vec::new(),
         eof: false,
         ended: None,
+        until_done: false,
+        detached: false,
     })
 }
 
@@ -216,13 +239,30 @@ impl Running {
         }
     }
 
+    /// Marks a protocol child whose report ends with `done`: [`Running::finish`] returns as soon as
+    /// it came, without waiting for the process to end (see [`Exit::AfterDone`]).
+    pub fn ends_at_done(mut self) -> Self {
+        self.until_done = true;
+        self
+    }
+
+    /// The process's own `done` came (the shared CUDA child also ends each device's part with a
+    /// `done` tagged with the device; those do not end the report).
+    fn answered(&self) -> bool {
+        self.until_done
+            && self
+                .events
+                .iter()
+                .any(|e| e["event"] == "done" && e.get("device").is_none())
+    }
+
     /// Reads until the child closes stdout and exits, or the deadline passes (then kills the group).
     /// A child that has exited is complete: a grandchild that left the group may hold the pipe
     /// open forever, so after the exit only a short grace is given to what is still in it.
     pub fn finish(mut self) -> Outcome {
         let mut timed_out = false;
         let mut exited_at: Option<Instant> = None;
-        while !self.eof {
+        while !self.eof && !self.answered() {
             let now = Instant::now();
             if exited_at.is_some_and(|t| now >= t + crate::process::PIPE_GRACE) {
                 break;
@@ -264,6 +304,8 @@ impl Running {
         let exit = if timed_out {
             self.kill_group();
             Exit::TimedOut
+        } else if self.answered() {
+            self.leave_after_done()
         } else {
             self.wait_until_deadline()
         };
@@ -272,7 +314,9 @@ impl Running {
             self.take(m);
         }
         if let Some(h) = self.stderr.take() {
-            let until = Instant::now() + Duration::from_millis(500);
+            // A child left after `done` closes stderr only at its end; its report is complete.
+            let grace = if self.detached { 0 } else { 500 };
+            let until = Instant::now() + Duration::from_millis(grace);
             while !h.is_finished() && Instant::now() < until {
                 std::thread::sleep(Duration::from_millis(2));
             }
@@ -303,11 +347,7 @@ impl Running {
                 Ok(Some(status)) => {
                     // The group may still hold grandchildren that keep a GPU context alive.
                     self.kill_group();
-                    return match (status.code(), exit_signal(&status)) {
-                        (Some(c), _) => Exit::Code(c),
-                        (None, Some(s)) => Exit::Signal(s),
-                        _ => Exit::Code(-1),
-                    };
+                    return exit_of(status);
                 }
                 Ok(None) if Instant::now() >= self.deadline => {
                     self.kill_group();
@@ -317,6 +357,35 @@ impl Running {
                 Err(e) => return Exit::SpawnFailed(e.to_string()),
             }
         }
+    }
+
+    /// The child said `done`: an exit already visible is read; otherwise the group gets SIGKILL
+    /// (the probes are in `_exit` by now; anything else of theirs must not outlive the report) and
+    /// a thread of its own reaps the process while the kernel tears its GPU state down.
+    fn leave_after_done(&mut self) -> Exit {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            self.kill_group();
+            return exit_of(status);
+        }
+        #[cfg(unix)]
+        {
+            let pid = self.child.id() as i32;
+            // SAFETY: plain syscalls on our own child's group and pid; the pid cannot be reused
+            // before it is reaped, which only the thread below does.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+            self.detached = true;
+            crate::process::dying(self.child.id());
+            std::thread::spawn(move || {
+                let mut status = 0;
+                // SAFETY: as above; `status` outlives the call.
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+            });
+            Exit::AfterDone
+        }
+        #[cfg(not(unix))]
+        self.wait_until_deadline()
     }
 
     fn kill_group(&mut self) {
@@ -335,6 +404,9 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
+        if self.detached {
+            return;
+        }
         if let Ok(None) = self.child.try_wait() {
             self.kill_group();
         }
@@ -346,6 +418,14 @@ pub fn run(cmd: Command, timeout: Duration) -> Outcome {
     match spawn(cmd, timeout) {
         Ok(r) => r.finish(),
         Err(e) => Outcome::spawn_failed(e),
+    }
+}
+
+fn exit_of(status: std::process::ExitStatus) -> Exit {
+    match (status.code(), exit_signal(&status)) {
+        (Some(c), _) => Exit::Code(c),
+        (None, Some(s)) => Exit::Signal(s),
+        _ => Exit::Code(-1),
     }
 }
 

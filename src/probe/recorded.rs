@@ -22,8 +22,9 @@ pub fn start(h: &HostView, key: &str, cmd: impl FnOnce() -> Command, timeout: Du
         return Started::Done(o);
     }
     match orchestrator::spawn(cmd(), timeout) {
+        // Probe children end their report with `done`; nothing after it is worth waiting for.
         Ok(r) => Started::Running {
-            run: Box::new(r),
+            run: Box::new(r.ends_at_done()),
             key: key.to_string(),
         },
         Err(e) => {

@@ -76,6 +76,7 @@ fn how(exit: &Exit) -> String {
         Exit::Code(c) => format!("exited with code {c} before its report was complete"),
         Exit::TimedOut => "was killed at the deadline".into(),
         Exit::SpawnFailed(w) => format!("could not be started: {w}"),
+        Exit::AfterDone => "ended after its report".into(),
     }
 }
 
@@ -235,7 +236,7 @@ fn recheck_pairs(make: ChildCommand<'_>, opts: &ProbeOptions, children: &mut Chi
     let finished: Vec<u32> = children
         .devices
         .iter()
-        .filter(|(_, o)| o.complete() && o.exit == Exit::Code(0))
+        .filter(|(_, o)| o.complete() && o.exit.code() == Some(0))
         .map(|(i, _)| *i)
         .collect();
     let mut only: Vec<u32> = Vec::new();

@@ -287,3 +287,88 @@ pub fn copy_to_host(drv: &Driver, dst: &mut [u32], src: u64) -> Result<(), ApiEr
         cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), src, std::mem::size_of_val(dst))
     )
 }
+
+/// Host memory the smoke test copies pool contents into: page-locked where the driver gives it
+/// (the copy engine writes it directly, several times faster than a pageable copy, which the
+/// driver stages through its own locked buffer and copies again), else ordinary memory.
+pub enum HostWords {
+    Pinned(PinnedWords),
+    Pageable(Vec<u32>),
+}
+
+impl HostWords {
+    /// `words` 32-bit words; never fails (pageable memory when locked memory is refused).
+    pub fn new(drv: &Driver, words: usize) -> Self {
+        match PinnedWords::new(drv, words) {
+            Ok(p) => HostWords::Pinned(p),
+            Err(_) => HostWords::Pageable(vec![0u32; words]),
+        }
+    }
+
+    pub fn words(&self) -> &[u32] {
+        match self {
+            HostWords::Pinned(p) => p.words(),
+            HostWords::Pageable(v) => v,
+        }
+    }
+
+    pub fn words_mut(&mut self) -> &mut [u32] {
+        match self {
+            HostWords::Pinned(p) => p.words_mut(),
+            HostWords::Pageable(v) => v,
+        }
+    }
+}
+
+/// `cuMemAllocHost` memory, freed on drop. Holds the free function rather than the driver, so it
+/// can be handed to the thread that compares it.
+pub struct PinnedWords {
+    ptr: std::ptr::NonNull<u32>,
+    len: usize,
+    free: unsafe extern "C" fn(*mut c_void) -> sys::CUresult,
+}
+
+// SAFETY: the allocation is ordinary host memory owned by this value alone; the driver allows it
+// to be used and freed from any thread.
+unsafe impl Send for PinnedWords {}
+
+impl PinnedWords {
+    fn new(drv: &Driver, len: usize) -> Result<Self, ApiError> {
+        // Without the matching free there is no way to give the memory back: do not take it.
+        let free = *drv
+            .raw()
+            .cuMemFreeHost
+            .as_ref()
+            .map_err(|_| drv.missing("cuMemFreeHost"))?;
+        let mut p: *mut c_void = std::ptr::null_mut();
+        cu!(
+            drv,
+            cuMemAllocHost_v2(&mut p, len * std::mem::size_of::<u32>())
+        )?;
+        let ptr = std::ptr::NonNull::new(p.cast::<u32>()).ok_or_else(|| ApiError {
+            api: "cuMemAllocHost".into(),
+            code: 0,
+            name: Some("NULL_POINTER".into()),
+            message: Some("the driver returned success and a null pointer".into()),
+        })?;
+        Ok(PinnedWords { ptr, len, free })
+    }
+
+    fn words(&self) -> &[u32] {
+        // SAFETY: `len` words allocated by cuMemAllocHost (suitably aligned), owned by self.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    fn words_mut(&mut self) -> &mut [u32] {
+        // SAFETY: as in `words`; &mut self makes this the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for PinnedWords {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from cuMemAllocHost and is freed once. A failure leaves the
+        // memory to process exit, which is near.
+        let _ = unsafe { (self.free)(self.ptr.as_ptr().cast()) };
+    }
+}

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::driver::cu;
-use super::gpu::{Context, Kernels, Slots, Stream, copy_to_host};
+use super::gpu::{Context, HostWords, Kernels, Slots, Stream, copy_to_host};
 use super::{Driver, sys};
 use crate::probe::events::{Emitter, api_error_json};
-use crate::probe::smoke_pattern::{compare, seed, value};
+use crate::probe::smoke_pattern::{compare_parallel, compare_threads, seed, value};
 use crate::probe::smoke_plan::{self, Growth, Plan, Schedule};
 use crate::report::ApiError;
 
@@ -114,6 +114,9 @@ struct Run<'a, 'o> {
     prop: sys::CUmemAllocationProp,
     access: Vec<sys::CUmemAccessDesc>,
     stats: Stats,
+    /// The host comparison's two pieces, made at its first use and kept for the whole run
+    /// (locking 2 x 32 MiB of host memory costs about 30 ms, the copy of a GiB into it 20 ms).
+    staging: Vec<HostWords>,
 }
 
 pub fn alloc_prop(dev: sys::CUdevice) -> sys::CUmemAllocationProp {
@@ -257,6 +260,7 @@ fn setup<'a, 'o>(
         prop: alloc_prop(dev),
         access: vec![readwrite_access(dev)],
         stats: Stats::default(),
+        staging: Vec::new(),
     })
 }
 
@@ -529,34 +533,40 @@ impl Run<'_, '_> {
         let drv = self.drv;
         let piece_words = (HOST_PIECE / 4) as usize;
         let total_words = pool.size / 4;
-        let (work_tx, work_rx) = mpsc::sync_channel::<(Vec<u32>, usize, u64)>(1);
-        let (free_tx, free_rx) = mpsc::channel::<Vec<u32>>();
-        for _ in 0..2 {
-            let _ = free_tx.send(vec![0u32; piece_words]);
+        let (work_tx, work_rx) = mpsc::sync_channel::<(HostWords, usize, u64)>(1);
+        let (free_tx, free_rx) = mpsc::channel::<HostWords>();
+        let mut staging = std::mem::take(&mut self.staging);
+        staging.resize_with(2, || HostWords::new(drv, piece_words));
+        for buf in staging {
+            let _ = free_tx.send(buf);
         }
-        let (copied, bad) = std::thread::scope(|scope| {
+        let threads = compare_threads();
+        let (copied, bad, failed_piece) = std::thread::scope(|scope| {
             let checker = scope.spawn(move || {
                 let mut bad: Option<(u64, u64, u32)> = None;
                 for (buf, len, first) in work_rx {
+                    let words = &buf.words()[..len];
                     if bad.is_none() {
-                        let (n, at) = compare(&buf[..len], first, s);
+                        let (n, at) = compare_parallel(words, first, s, threads);
                         if let Some(at) = at {
-                            bad = Some((n, at, buf[(at - first) as usize]));
+                            bad = Some((n, at, words[(at - first) as usize]));
                         }
                     } else if let Some((n, _, _)) = bad.as_mut() {
-                        *n += compare(&buf[..len], first, s).0;
+                        *n += compare_parallel(words, first, s, threads).0;
                     }
                     let _ = free_tx.send(buf);
                 }
                 bad
             });
             let mut copied: Result<u64, ApiError> = Ok(0);
+            let mut failed_piece = None;
             let mut w = 0u64;
             while w < total_words {
                 let Ok(mut buf) = free_rx.recv() else { break };
                 let len = (total_words - w).min(piece_words as u64) as usize;
-                if let Err(e) = copy_to_host(drv, &mut buf[..len], pool.base + w * 4) {
+                if let Err(e) = copy_to_host(drv, &mut buf.words_mut()[..len], pool.base + w * 4) {
                     copied = Err(e);
+                    failed_piece = Some(buf);
                     break;
                 }
                 if work_tx.send((buf, len, w)).is_err() {
@@ -566,8 +576,16 @@ impl Run<'_, '_> {
                 copied = copied.map(|b| b + len as u64 * 4);
             }
             drop(work_tx);
-            (copied, checker.join().ok().flatten())
+            (copied, checker.join().ok().flatten(), failed_piece)
         });
+        let pieces: Vec<HostWords> = free_rx.try_iter().chain(failed_piece).collect();
+        if copied.is_err() {
+            // A copy that failed may have left the context faulted, and freeing locked memory
+            // then can block; the process ends right after the report.
+            std::mem::forget(pieces);
+        } else {
+            self.staging = pieces;
+        }
         let bytes = copied.map_err(|e| Failure::api("host_compare", c, e).at(p, None))?;
         self.stats.host_checked_bytes += bytes;
         if let Some((n, at, seen)) = bad {

@@ -526,6 +526,14 @@ pub struct CudaDriver {
     >,
     pub cuMemFree_v2:
         Result<unsafe extern "C" fn(dptr: CUdeviceptr) -> CUresult, ::libloading::Error>,
+    pub cuMemAllocHost_v2: Result<
+        unsafe extern "C" fn(pp: *mut *mut ::std::os::raw::c_void, bytesize: usize) -> CUresult,
+        ::libloading::Error,
+    >,
+    pub cuMemFreeHost: Result<
+        unsafe extern "C" fn(p: *mut ::std::os::raw::c_void) -> CUresult,
+        ::libloading::Error,
+    >,
     pub cuDeviceGetPCIBusId: Result<
         unsafe extern "C" fn(
             pciBusId: *mut ::std::os::raw::c_char,
@@ -707,6 +715,8 @@ impl CudaDriver {
         let cuMemGetInfo_v2 = __library.get(b"cuMemGetInfo_v2\0").map(|sym| *sym);
         let cuMemAlloc_v2 = __library.get(b"cuMemAlloc_v2\0").map(|sym| *sym);
         let cuMemFree_v2 = __library.get(b"cuMemFree_v2\0").map(|sym| *sym);
+        let cuMemAllocHost_v2 = __library.get(b"cuMemAllocHost_v2\0").map(|sym| *sym);
+        let cuMemFreeHost = __library.get(b"cuMemFreeHost\0").map(|sym| *sym);
         let cuDeviceGetPCIBusId = __library.get(b"cuDeviceGetPCIBusId\0").map(|sym| *sym);
         let cuMemcpyPeer = __library.get(b"cuMemcpyPeer\0").map(|sym| *sym);
         let cuMemcpyHtoD_v2 = __library.get(b"cuMemcpyHtoD_v2\0").map(|sym| *sym);
@@ -750,6 +760,8 @@ impl CudaDriver {
             cuMemGetInfo_v2,
             cuMemAlloc_v2,
             cuMemFree_v2,
+            cuMemAllocHost_v2,
+            cuMemFreeHost,
             cuDeviceGetPCIBusId,
             cuMemcpyPeer,
             cuMemcpyHtoD_v2,
@@ -913,6 +925,22 @@ impl CudaDriver {
             .cuMemFree_v2
             .as_ref()
             .expect("Expected function, got error."))(dptr)
+    }
+    pub unsafe fn cuMemAllocHost_v2(
+        &self,
+        pp: *mut *mut ::std::os::raw::c_void,
+        bytesize: usize,
+    ) -> CUresult {
+        (self
+            .cuMemAllocHost_v2
+            .as_ref()
+            .expect("Expected function, got error."))(pp, bytesize)
+    }
+    pub unsafe fn cuMemFreeHost(&self, p: *mut ::std::os::raw::c_void) -> CUresult {
+        (self
+            .cuMemFreeHost
+            .as_ref()
+            .expect("Expected function, got error."))(p)
     }
     pub unsafe fn cuDeviceGetPCIBusId(
         &self,

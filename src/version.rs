@@ -55,6 +55,103 @@ impl Version {
     }
 }
 
+impl Version {
+    /// The pre-release tag and its number (`a`, 20260608 for `7.14.0a20260608`).
+    pub fn pre(&self) -> Option<(&str, u64)> {
+        self.pre.as_ref().map(|(t, n)| (t.as_str(), *n))
+    }
+
+    /// The first two numbers (a missing one counts as 0).
+    pub fn major_minor(&self) -> (u64, u64) {
+        (self.major(), self.parts.get(1).copied().unwrap_or(0))
+    }
+}
+
+/// A toolkit version as written for an install (`7.2.1`, `7.14.0a20260608`, `7.14.0rc1`, `12.8`):
+/// a [`Version`] whose text was checked to be plain enough for image tags, URLs and pip
+/// requirements.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolVersion(Version);
+
+impl ToolVersion {
+    /// Strict: 2 or 3 dot-separated numbers, then optionally `aN` or `rcN`; nothing else is
+    /// accepted. `flag` names the input in the error.
+    pub fn parse(flag: &str, s: &str) -> Result<Self, crate::Error> {
+        let bad = |why: &str| {
+            crate::Error::input(
+                flag,
+                format!("`{s}` is not a toolkit version: {why}"),
+                "write it as MAJOR.MINOR[.PATCH], e.g. 7.2.1, 12.8 or 13.0.2; a ROCm nightly or release candidate as 7.14.0a20260608 or 7.14.0rc1",
+            )
+        };
+        toolkit_shape(s).map_err(bad)?;
+        // The shape admits only what Version reads the same way, with numbers that fit.
+        s.parse()
+            .map(ToolVersion)
+            .map_err(|e: VersionError| bad(e.why))
+    }
+
+    pub fn text(&self) -> &str {
+        &self.0.text
+    }
+
+    pub fn version(&self) -> &Version {
+        &self.0
+    }
+
+    /// `a` (TheRock nightly) or `rc` (release candidate) and its number.
+    pub fn pre(&self) -> Option<(&str, u64)> {
+        self.0.pre()
+    }
+
+    pub fn major_minor(&self) -> (u64, u64) {
+        self.0.major_minor()
+    }
+
+    /// `12.8` → `12.8.0`; a three-part version stays as it is.
+    pub fn full(&self) -> String {
+        match self.0.parts.as_slice() {
+            [a, b] => format!("{a}.{b}.0"),
+            _ => self.0.text.clone(),
+        }
+    }
+}
+
+impl fmt::Display for ToolVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.text())
+    }
+}
+
+/// The text rules of [`ToolVersion`]: `MAJOR.MINOR[.PATCH]` of at most six digits each, then
+/// optionally `a` or `rc` and at most twelve digits.
+fn toolkit_shape(s: &str) -> Result<(), &'static str> {
+    let body = match s.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => {
+            let (body, tail) = s.split_at(i);
+            let Some(num) = tail.strip_prefix("rc").or_else(|| tail.strip_prefix('a')) else {
+                return Err("the only suffixes are aN (nightly) and rcN (release candidate)");
+            };
+            if num.is_empty() || !num.chars().all(|c| c.is_ascii_digit()) || num.len() > 12 {
+                return Err("the suffix needs a number, e.g. a20260608 or rc1");
+            }
+            body
+        }
+        None => s,
+    };
+    let parts: Vec<&str> = body.split('.').collect();
+    if !(2..=3).contains(&parts.len()) {
+        return Err("it needs two or three dot-separated numbers");
+    }
+    if parts
+        .iter()
+        .any(|p| p.is_empty() || p.len() > 6 || !p.chars().all(|c| c.is_ascii_digit()))
+    {
+        return Err("each part must be a number");
+    }
+    Ok(())
+}
+
 impl FromStr for Version {
     type Err = VersionError;
 
@@ -323,6 +420,23 @@ mod tests {
         assert!(r(":").contains(&v("1.0")));
         assert!(r("7.14.0a20260609:").contains(&v("7.14.0a20260610")));
         assert!(!r("7.14.0a20260609:").contains(&v("7.14.0a20260608")));
+    }
+
+    #[test]
+    fn tool_versions_are_versions_with_a_strict_text() {
+        let t = ToolVersion::parse("--rocm", "7.14.0a20260608").unwrap();
+        assert_eq!(t.version(), &v("7.14.0a20260608"));
+        assert_eq!(t.major_minor(), (7, 14));
+        let why = |s: &str| ToolVersion::parse("--rocm", s).unwrap_err().to_string();
+        assert!(
+            why("7.2.1b3").contains("the only suffixes are aN"),
+            "{}",
+            why("7.2.1b3")
+        );
+        assert!(why("7.2.1a").contains("the suffix needs a number"));
+        assert!(why("7").contains("two or three dot-separated numbers"));
+        assert!(why("7..2").contains("each part must be a number"));
+        assert!(why("v7.2").contains("the only suffixes"));
     }
 
     #[test]

@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::quirks::Os;
 use crate::report::Backend;
 use crate::toolkits::ToolkitTable;
+pub use crate::version::ToolVersion;
 
 /// A third-party action, pinned by the full commit id of a release tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,83 +206,6 @@ pub struct EnvVar {
     pub value: String,
 }
 
-/// A toolkit version as written for an install: `7.2.1`, `7.14.0a20260608`, `7.14.0rc1`, `12.8`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolVersion {
-    pub text: String,
-    pub parts: Vec<u64>,
-    /// `a` (TheRock nightly) or `rc` (release candidate) and its number.
-    pub pre: Option<(&'static str, u64)>,
-}
-
-impl ToolVersion {
-    /// Strict: 2 or 3 dot-separated numbers, then optionally `aN` or `rcN`. The text ends up in
-    /// image tags, URLs and pip requirements, so nothing else is accepted.
-    pub fn parse(flag: &str, s: &str) -> Result<Self> {
-        let bad = |why: &str| {
-            Error::input(
-                flag,
-                format!("`{s}` is not a toolkit version: {why}"),
-                "write it as MAJOR.MINOR[.PATCH], e.g. 7.2.1, 12.8 or 13.0.2; a ROCm nightly or release candidate as 7.14.0a20260608 or 7.14.0rc1",
-            )
-        };
-        let (body, pre) = match s.find(|c: char| c.is_ascii_alphabetic()) {
-            Some(i) => {
-                let (body, tail) = s.split_at(i);
-                let (tag, num) = if let Some(n) = tail.strip_prefix("rc") {
-                    ("rc", n)
-                } else if let Some(n) = tail.strip_prefix('a') {
-                    ("a", n)
-                } else {
-                    return Err(bad(
-                        "the only suffixes are aN (nightly) and rcN (release candidate)",
-                    ));
-                };
-                if num.is_empty() || !num.chars().all(|c| c.is_ascii_digit()) || num.len() > 12 {
-                    return Err(bad("the suffix needs a number, e.g. a20260608 or rc1"));
-                }
-                (
-                    body,
-                    Some((
-                        tag,
-                        num.parse::<u64>()
-                            .map_err(|_| bad("the suffix number is too large"))?,
-                    )),
-                )
-            }
-            None => (s, None),
-        };
-        let parts: Vec<&str> = body.split('.').collect();
-        if !(2..=3).contains(&parts.len()) {
-            return Err(bad("it needs two or three dot-separated numbers"));
-        }
-        let mut nums = Vec::new();
-        for p in parts {
-            if p.is_empty() || p.len() > 6 || !p.chars().all(|c| c.is_ascii_digit()) {
-                return Err(bad("each part must be a number"));
-            }
-            nums.push(p.parse::<u64>().map_err(|_| bad("a number is too large"))?);
-        }
-        Ok(ToolVersion {
-            text: s.to_string(),
-            parts: nums,
-            pre,
-        })
-    }
-
-    fn major_minor(&self) -> (u64, u64) {
-        (self.parts[0], self.parts[1])
-    }
-
-    /// `12.8` → `12.8.0`; a three-part version stays as it is.
-    fn full(&self) -> String {
-        match self.parts.as_slice() {
-            [a, b] => format!("{a}.{b}.0"),
-            _ => self.text.clone(),
-        }
-    }
-}
-
 /// Picks the toolkit install for a backend, OS and version from `profiles/toolkits.toml`, or
 /// says why there is none.
 ///
@@ -309,31 +233,31 @@ fn rocm_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
     let mm = v.major_minor();
     let container = tk.rocm.container_for(mm);
     let wheels = tk.rocm.wheels_for(mm);
-    if v.pre.is_some() && wheels.is_none() {
+    if v.pre().is_some() && wheels.is_none() {
         return Err(Error::input(
             "--rocm",
             format!(
                 "`{}`: generated workflows install ROCm nightlies and release candidates from TheRock's multi-arch wheel indexes, which start at 7.13",
-                v.text
+                v.text()
             ),
             "use a released ROCm (e.g. 7.2.1) or a 7.13+ nightly such as 7.14.0a20260608",
         ));
     }
-    if let (Some(c), None) = (container, v.pre) {
+    if let (Some(c), None) = (container, v.pre()) {
         if os == Os::Windows {
             return Err(Error::input(
                 "--rocm",
                 format!(
                     "ROCm {} on Windows: AMD's HIP SDK installer is versioned by quarter (e.g. 26.Q1), not by ROCm version, so gpuprobe cannot pick it",
-                    v.text
+                    v.text()
                 ),
                 "build Windows with TheRock ROCm 7.13 or later (e.g. --rocm 7.14.0), as llama.cpp's windows-rocm job does, or generate Linux only (--os linux)",
             ));
         }
-        let image = c.image.replace("{version}", &v.text);
+        let image = c.image.replace("{version}", v.text());
         return Ok(Install {
             kind: InstallKind::RocmContainer,
-            version: v.text.clone(),
+            version: v.text().to_string(),
             env: vec![
                 EnvVar {
                     name: "DEBIAN_FRONTEND",
@@ -351,7 +275,7 @@ fn rocm_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
             comment: vec![
                 format!(
                     "ROCm {}: AMD's {image} image (ROCm installed from AMD's apt repository at that",
-                    v.text
+                    v.text()
                 ),
                 format!(
                     "version); {} from the same repository. The image is pinned by tag; pin it by",
@@ -368,12 +292,12 @@ fn rocm_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
             "--rocm",
             format!(
                 "ROCm {}: no install for this version in gpuprobe's toolkit table (the 7.9-7.12 technology previews were published per GPU family only)",
-                v.text
+                v.text()
             ),
             "use ROCm 7.2.x (apt packages) or 7.13 and later (TheRock multi-arch wheels)",
         ));
     };
-    let (index, channel) = match v.pre {
+    let (index, channel) = match v.pre() {
         Some(("a", _)) => (w.nightly_index.as_deref(), "nightly"),
         Some(_) => (w.rc_index.as_deref(), "release-candidate"),
         None => (Some(w.release_index.as_str()), "release"),
@@ -383,18 +307,20 @@ fn rocm_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
             "--rocm",
             format!(
                 "ROCm {}: gpuprobe's toolkit table has no {channel} index for {}.{}",
-                v.text, mm.0, mm.1
+                v.text(),
+                mm.0,
+                mm.1
             ),
             "use a released version of that series",
         ));
     };
     Ok(Install {
         kind: InstallKind::RocmWheels,
-        version: v.text.clone(),
+        version: v.text().to_string(),
         env: vec![
             EnvVar {
                 name: "ROCM_VERSION",
-                value: v.text.clone(),
+                value: v.text().to_string(),
             },
             EnvVar {
                 name: "ROCM_INDEX_URL",
@@ -404,7 +330,7 @@ fn rocm_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
         comment: vec![
             format!(
                 "ROCm {} ({channel}): TheRock's multi-arch Python wheels rocm[libraries,devel] plus the",
-                v.text
+                v.text()
             ),
             format!("device-gfx* extras of each entry's targets, from {index}."),
         ],
@@ -414,10 +340,10 @@ fn rocm_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
 }
 
 fn cuda_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
-    if v.pre.is_some() {
+    if v.pre().is_some() {
         return Err(Error::input(
             "--cuda",
-            format!("`{}`: CUDA versions have no pre-release suffix", v.text),
+            format!("`{}`: CUDA versions have no pre-release suffix", v.text()),
             "give a CUDA release such as 12.8 or 13.0.2",
         ));
     }
@@ -604,8 +530,8 @@ mod tests {
 
     #[test]
     fn parses_tool_versions_strictly() {
-        assert_eq!(v("7.14.0a20260608").pre, Some(("a", 20260608)));
-        assert_eq!(v("7.14.0rc1").pre, Some(("rc", 1)));
+        assert_eq!(v("7.14.0a20260608").pre(), Some(("a", 20260608)));
+        assert_eq!(v("7.14.0rc1").pre(), Some(("rc", 1)));
         assert_eq!(v("12.8").full(), "12.8.0");
         for bad in [
             "7", "7.2.1.4", "v7.2", "7.2-1", "7.2.1b3", "12.8;rm", "$(x)", "7..2", "7.2.1a",

@@ -25,5 +25,6 @@ pub mod targets;
 pub mod toml_file;
 pub mod toolkits;
 pub mod version;
+pub mod workflow;
 
 pub use error::{Error, Result};

@@ -634,10 +634,9 @@ proptest! {
 /// that sit inside plain YAML scalars (`llama_ref`, `install.version`): those are validated where
 /// they are parsed (`--llama-ref`, `--cuda`/`--rocm`), and `plain` gives them.
 fn workflow_with(s: &str, plain: &str) -> gpuprobe::emit::workflow::Workflow {
-    use gpuprobe::emit::workflow::{
-        self as wf, Entry, Job, JobBundle, Release, ToolVersion, Tools, Workflow,
-    };
-    let mut install = wf::install(
+    use gpuprobe::emit::workflow::{Entry, Job, JobBundle, Release, Tools, Workflow};
+    use gpuprobe::version::ToolVersion;
+    let mut install = gpuprobe::workflow::install::install(
         &gpuprobe::toolkits::ToolkitTable::bundled().unwrap(),
         gpuprobe::report::Backend::Cuda,
         Os::Linux,

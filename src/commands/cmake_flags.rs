@@ -8,7 +8,6 @@ use crate::cli::{CmakeFlagsArgs, Format, OsChoice};
 use crate::emit;
 use crate::evidence::Document;
 use crate::llama::LlamaTarget;
-use crate::llama::checkout::Checkout;
 use crate::plan::Mode;
 use crate::probe::toolchain;
 use crate::profiles::Knowledge;
@@ -16,74 +15,6 @@ use crate::quirks::Os;
 use crate::report::{Backend, Report};
 use crate::resolve::{Devices, Request, resolve};
 use crate::version::Version;
-
-pub fn llama_target(dir: Option<&Path>, build: Option<u64>, k: &Knowledge) -> Result<LlamaTarget> {
-    if let Some(b) = build
-        && b == 0
-    {
-        return Err(crate::Error::input(
-            "--llama-build",
-            "build 0 is what llama.cpp reports when built without git",
-            "give the real build number (the N of tag bN)",
-        )
-        .into());
-    }
-    match dir {
-        Some(dir) => {
-            let c = Checkout::open(dir)?;
-            let (b, source) = match (build, c.build, &c.build_source) {
-                (Some(b), _, _) => (
-                    Some(b),
-                    format!("--llama-build, options read from {}", dir.display()),
-                ),
-                (None, Some(b), Some(src)) => {
-                    (Some(b), format!("checkout {} ({src})", dir.display()))
-                }
-                _ => {
-                    super::note(&format!(
-                        "the build number of {} cannot be known ({}); build-dependent quirks count as possibly matching",
-                        dir.display(),
-                        c.build_unknown.as_deref().unwrap_or(
-                            "no git, no sdist PKG-INFO; pass --llama-build N to be precise"
-                        )
-                    ));
-                    (
-                        None,
-                        format!("checkout {} (build number unknown)", dir.display()),
-                    )
-                }
-            };
-            Ok(LlamaTarget {
-                build: b,
-                source,
-                checkout: Some(c),
-            })
-        }
-        None => match build {
-            Some(b) => {
-                if b > k.options.meta.newest_build {
-                    super::note(&format!(
-                        "build {b} is newer than the newest build in the option table ({}); options are taken from that one",
-                        k.options.meta.newest_build
-                    ));
-                }
-                Ok(LlamaTarget {
-                    build: Some(b),
-                    source: "--llama-build".into(),
-                    checkout: None,
-                })
-            }
-            None => Ok(LlamaTarget {
-                build: None,
-                // The number itself is the plan's effective build: said once, where it is shown.
-                source:
-                    "the newest build gpuprobe knows; pass --llama-build or --llama-cpp to choose"
-                        .into(),
-                checkout: None,
-            }),
-        },
-    }
-}
 
 fn parse_version(flag: &str, s: &str) -> Result<Version> {
     s.parse::<Version>().map_err(|e| {
@@ -202,7 +133,10 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
     // Usage errors first, before any probing or planning.
     let github_output = github_output(a)?;
     let k = Knowledge::load()?;
-    let llama = llama_target(a.llama_cpp.as_deref(), a.llama_build, &k)?;
+    let (llama, notes) = LlamaTarget::select(a.llama_cpp.as_deref(), a.llama_build, &k.options)?;
+    for n in &notes {
+        super::note(n);
+    }
     let (mut kits, auto_toolchain) = toolkits_given(a)?;
 
     // --from: every document is evidence; without --targets/--machine the reports are also

@@ -4,6 +4,8 @@
 pub mod checkout;
 pub mod options;
 
+use std::path::Path;
+
 use checkout::Checkout;
 use options::{OptionTable, Plain12x};
 
@@ -17,6 +19,79 @@ pub struct LlamaTarget {
 }
 
 impl LlamaTarget {
+    /// The build a plan is for: a checkout `dir` (its options, its build number where it can be
+    /// known, `build` overriding it), else `build` against the option table, else the newest build
+    /// the table knows. Returns the notes the choice is worth telling (an unknown build number, a
+    /// build newer than the table).
+    pub fn select(
+        dir: Option<&Path>,
+        build: Option<u64>,
+        table: &OptionTable,
+    ) -> crate::Result<(Self, Vec<String>)> {
+        if build == Some(0) {
+            return Err(crate::Error::input(
+                "--llama-build",
+                "build 0 is what llama.cpp reports when built without git",
+                "give the real build number (the N of tag bN)",
+            ));
+        }
+        let mut notes = Vec::new();
+        let target = match (dir, build) {
+            (Some(dir), _) => {
+                let c = Checkout::open(dir)?;
+                let (b, source) = match (build, c.build, &c.build_source) {
+                    (Some(b), _, _) => (
+                        Some(b),
+                        format!("--llama-build, options read from {}", dir.display()),
+                    ),
+                    (None, Some(b), Some(src)) => {
+                        (Some(b), format!("checkout {} ({src})", dir.display()))
+                    }
+                    _ => {
+                        notes.push(format!(
+                            "the build number of {} cannot be known ({}); build-dependent quirks count as possibly matching",
+                            dir.display(),
+                            c.build_unknown.as_deref().unwrap_or(
+                                "no git, no sdist PKG-INFO; pass --llama-build N to be precise"
+                            )
+                        ));
+                        (
+                            None,
+                            format!("checkout {} (build number unknown)", dir.display()),
+                        )
+                    }
+                };
+                LlamaTarget {
+                    build: b,
+                    source,
+                    checkout: Some(c),
+                }
+            }
+            (None, Some(b)) => {
+                if b > table.meta.newest_build {
+                    notes.push(format!(
+                        "build {b} is newer than the newest build in the option table ({}); options are taken from that one",
+                        table.meta.newest_build
+                    ));
+                }
+                LlamaTarget {
+                    build: Some(b),
+                    source: "--llama-build".into(),
+                    checkout: None,
+                }
+            }
+            (None, None) => LlamaTarget {
+                build: None,
+                // The number itself is the plan's effective build: said once, where it is shown.
+                source:
+                    "the newest build gpuprobe knows; pass --llama-build or --llama-cpp to choose"
+                        .into(),
+                checkout: None,
+            },
+        };
+        Ok((target, notes))
+    }
+
     /// Whether `name` is declared: from the checkout when there is one, else from the table.
     pub fn declares(&self, table: &OptionTable, name: &str) -> bool {
         match &self.checkout {

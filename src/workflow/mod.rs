@@ -1,0 +1,163 @@
+//! The release workflow's model: one plan per OS from the declared targets (without the targets
+//! that OS's toolkit does not support), turned into the data of a GitHub Actions workflow (one job
+//! per OS, one matrix entry per plan group, or per GPU family for Windows HIP; a release job) that
+//! [`crate::emit::workflow`] renders.
+//!
+//! - `inputs`: what the user gave, checked (targets, OSes, toolkit version, llama.cpp ref).
+//! - `install`: the toolkit install for a backend, OS and version.
+//! - `jobs`: one OS's job and its matrix entries.
+//! - `notes`: the prose: header comment, runtime notes, package and release notes.
+
+mod inputs;
+pub mod install;
+mod jobs;
+mod notes;
+
+use std::path::PathBuf;
+
+use crate::emit::workflow::{Release, Tools, Workflow};
+use crate::error::Result;
+use crate::evidence::Evidence;
+use crate::plan::Plan;
+use crate::profiles::Knowledge;
+use crate::quirks::Os;
+use crate::report::Backend;
+use crate::resolve::{Devices, Request, resolve};
+use crate::toolkits::ToolkitTable;
+
+pub use inputs::check_git_ref;
+pub use jobs::{LINUX_RUNNER, WINDOWS_RUNNER};
+
+const LLAMA_REPOSITORY: &str = "ggml-org/llama.cpp";
+
+/// What the workflow is asked for, as given on the command line (each is checked here).
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// `--targets`: architectures and family tokens, comma-, semicolon- or space-separated.
+    pub targets: String,
+    /// `--os`: `linux`, `windows` or both, comma-separated.
+    pub os: String,
+    /// `--from`: documents with measured evidence.
+    pub from: Vec<PathBuf>,
+    pub backend: Option<Backend>,
+    pub rocm: Option<String>,
+    pub cuda: Option<String>,
+    pub llama_ref: Option<String>,
+    pub llama_build: Option<u64>,
+}
+
+/// The workflow, plus what the plans said that is not part of it.
+#[derive(Debug, Clone)]
+pub struct Built {
+    pub workflow: Workflow,
+    /// Plan warnings and dropped targets, each once.
+    pub warnings: Vec<String>,
+    /// Plan refusals, prefixed with their OS: there is no workflow to write when any is here.
+    pub refusals: Vec<String>,
+}
+
+/// Builds the workflow for `o`. `note` receives what the user should know about how the input
+/// was read (a ref that is not a bN tag, a build newer than the option table), as it is found.
+pub fn build(k: &Knowledge, o: &Options, note: &mut dyn FnMut(&str)) -> Result<Built> {
+    let input = inputs::Inputs::read(k, o, note)?;
+    let plans = plans_per_os(k, &input)?;
+    let plan_backend = plans[0].1.backend;
+    let version = inputs::toolkit_version(plan_backend, input.rocm.as_ref(), input.cuda.as_ref())?;
+    let tk = ToolkitTable::bundled()?;
+    let effective_build = input.llama.effective_build(&k.options);
+    let (warnings, refusals) = plan_messages(&plans, &input.dropped);
+    let jobs = plans
+        .iter()
+        .map(|(os, plan)| {
+            jobs::job(
+                k,
+                &tk,
+                *os,
+                plan,
+                &version,
+                &input.llama_ref,
+                effective_build,
+            )
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let toolkit = plan_backend.toolkit();
+    let command =
+        notes::regenerate_command(o, &input, plan_backend, version.text(), effective_build)?;
+    let runtime = notes::runtime_notes_of(&plans);
+    let header = notes::header(
+        k,
+        &input,
+        &plans,
+        (toolkit, version.text()),
+        &command,
+        &runtime,
+    );
+    let llama_ref = input.llama_ref;
+    Ok(Built {
+        workflow: Workflow {
+            name: format!("llama.cpp {llama_ref} ({toolkit} {version})"),
+            header,
+            backend: plan_backend.as_str(),
+            llama_repository: LLAMA_REPOSITORY.into(),
+            expected_build: input.ref_build.map(|n| n.to_string()).unwrap_or_default(),
+            release: Release {
+                needs: jobs.iter().map(|j| j.id).collect(),
+                notes: notes::release_notes(&llama_ref, toolkit, version.text(), &runtime),
+            },
+            llama_ref,
+            jobs,
+            tools: Tools {
+                python: tk.build.python.clone(),
+                pip: tk.pip_tools(),
+            },
+        },
+        warnings,
+        refusals,
+    })
+}
+
+/// The plans' warnings (after the dropped targets, each once) and refusals (with their OS).
+fn plan_messages(plans: &[(Os, Plan)], dropped: &[String]) -> (Vec<String>, Vec<String>) {
+    let mut refusals = Vec::new();
+    let mut warnings: Vec<String> = dropped.to_vec();
+    for (os, plan) in plans {
+        for r in &plan.refusals {
+            refusals.push(format!("{}: {}", os.as_str(), r.message));
+        }
+        for w in &plan.warnings {
+            if !warnings.contains(&w.message) {
+                warnings.push(w.message.clone());
+            }
+        }
+    }
+    (warnings, refusals)
+}
+
+/// One plan per OS, from the targets its job builds.
+fn plans_per_os(k: &Knowledge, input: &inputs::Inputs) -> Result<Vec<(Os, Plan)>> {
+    let mut plans: Vec<(Os, Plan)> = Vec::new();
+    for (os, os_targets) in &input.per_os {
+        let req = Request {
+            devices: Devices::Declared(os_targets.clone()),
+            backend: input.backend,
+            llama: input.llama.clone(),
+            rocm: input.rocm.as_ref().map(|v| v.version().clone()),
+            cuda: input.cuda.as_ref().map(|v| v.version().clone()),
+            rocm_source: "--rocm".into(),
+            cuda_source: "--cuda".into(),
+            os: *os,
+            // The runner's environment, not this machine's: nothing is set there.
+            env_set: Vec::new(),
+            force_no_vmm: false,
+            evidence: input.evidence.clone(),
+        };
+        plans.push((*os, resolve(k, &req)?));
+    }
+    Ok(plans)
+}
+
+/// The evidence the plans may use: `profiles/measured.toml` and the `--from` documents.
+fn evidence_of(o: &Options) -> Result<Evidence> {
+    let docs = crate::evidence::load_all(&o.from)?;
+    Evidence::with_documents(&docs)
+}

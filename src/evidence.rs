@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::quirks::Os;
+use crate::platform::Os;
 use crate::report::{Backend, Report, SmokeOutcome};
 use crate::version::Version;
 

@@ -13,6 +13,7 @@ pub mod host;
 pub mod llama;
 pub mod neutral;
 pub mod plan;
+pub mod platform;
 pub mod probe;
 pub mod process;
 pub mod profiles;

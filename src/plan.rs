@@ -3,7 +3,8 @@
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::quirks::{Os, Severity};
+use crate::platform::Os;
+use crate::quirks::Severity;
 use crate::report::Backend;
 
 pub const SCHEMA: &str = "gpuprobe.plan/v1";

@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::check_build::signatures::SignatureTable;
 use crate::error::{Error, Result};
 use crate::llama::options::OptionTable;
 use crate::quirks::{Quirk, QuirkFile};
@@ -25,8 +24,6 @@ pub struct Knowledge {
     pub quirks: Vec<Quirk>,
     pub targets: TargetTable,
     pub options: OptionTable,
-    /// Failure signatures in llama.cpp and kernel logs (check-build).
-    pub signatures: SignatureTable,
     /// Where user quirks came from, for `--explain`.
     pub user_quirk_files: Vec<PathBuf>,
 }
@@ -46,16 +43,10 @@ impl Knowledge {
         quirks.validate(BUNDLED_QUIRKS, "profiles/quirks.toml")?;
         let targets = bundled_targets()?;
         let options: OptionTable = parse_toml(BUNDLED_OPTIONS, "profiles/llama-options.toml")?;
-        let signatures = SignatureTable::load(
-            BUNDLED_SIGNATURES,
-            "profiles/log-signatures.toml",
-            &quirks.quirk,
-        )?;
         Ok(Knowledge {
             quirks: quirks.quirk,
             targets,
             options,
-            signatures,
             user_quirk_files: Vec::new(),
         })
     }

@@ -855,12 +855,6 @@ impl Report {
         }
     }
 
-    /// Parses and validates a saved report (see [`crate::report_file`]), refusing other schemas
-    /// with a message that names the fix.
-    pub fn from_json(text: &str, origin: &str) -> Result<Self, crate::Error> {
-        crate::report_file::parse_report(text, origin)
-    }
-
     /// The schema check and deserialisation, without the field checks of [`crate::report_file`].
     pub fn from_json_value(value: serde_json::Value, origin: &str) -> Result<Self, crate::Error> {
         let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
@@ -880,10 +874,6 @@ impl Report {
         })
     }
 }
-
-/// Reads, parses and validates a saved report: the one loader for `--from` (see
-/// [`crate::report_file`]).
-pub use crate::report_file::read_report;
 
 #[cfg(test)]
 mod tests {

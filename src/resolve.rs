@@ -8,8 +8,9 @@ use crate::evidence::{Evidence, Key, Level};
 use crate::llama::LlamaTarget;
 use crate::llama::options::Plain12x;
 use crate::plan::{EnvAdvice, Flag, Group, LlamaRef, Mode, Note, Plan, SCHEMA, ToolkitRef};
+use crate::platform::Os;
 use crate::profiles::Knowledge;
-use crate::quirks::{Context, Evaluation, Os, Quirk, Severity, Tri, ids};
+use crate::quirks::{Context, Evaluation, Quirk, Severity, Tri, ids};
 use crate::report::{ApiError, Backend, Device, Report, SmokeOutcome, SmokeStage, Vendor};
 use crate::version::Version;
 

@@ -43,15 +43,15 @@ pub struct Target {
     pub toolkit_note: Option<String>,
     /// Operating systems whose toolkit supports this target; None: all.
     #[serde(default)]
-    pub os: Option<Vec<crate::quirks::Os>>,
+    pub os: Option<Vec<crate::platform::Os>>,
     #[serde(default)]
     pub os_note: Option<String>,
 }
 
 impl Target {
     /// Whether `os`'s toolkit supports this target (WSL counts as Linux).
-    pub fn supported_on(&self, os: crate::quirks::Os) -> bool {
-        use crate::quirks::Os;
+    pub fn supported_on(&self, os: crate::platform::Os) -> bool {
+        use crate::platform::Os;
         let os = if os == Os::Wsl { Os::Linux } else { os };
         self.os.as_ref().is_none_or(|list| list.contains(&os))
     }

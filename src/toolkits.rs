@@ -5,7 +5,7 @@
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::quirks::Os;
+use crate::platform::Os;
 use crate::toml_file::parse_toml;
 use crate::version::{Version, VersionRange};
 

@@ -13,12 +13,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
+use gpuprobe::check_build::signatures::SignatureTable;
 use gpuprobe::check_build::{
     self, BuildFacts, CheckReport, Finding, InputInfo, InputKind, Level, Options,
 };
 use gpuprobe::plan::Mode;
+use gpuprobe::platform::Os;
 use gpuprobe::profiles::Knowledge;
-use gpuprobe::quirks::Os;
 use gpuprobe::report::{
     Backend, BackendStatus, Device, DeviceSource, Host, Report, Smoke, SmokeOutcome, SmokeStage,
 };
@@ -106,8 +107,10 @@ fn judge(
     env_set: &[&str],
 ) -> CheckReport {
     let k = knowledge();
+    let signatures = SignatureTable::bundled(&k.quirks).expect("bundled signatures");
     let opts = Options {
         knowledge: &k,
+        signatures: &signatures,
         binary_dir: None,
         machine: machine.map(|r| check_build::machine_from(r, Mode::Report, "report test.json")),
         llama_build,

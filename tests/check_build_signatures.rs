@@ -12,10 +12,11 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use gpuprobe::check_build::corpus::Corpus;
+use gpuprobe::check_build::signatures::SignatureTable;
 use gpuprobe::check_build::{self, CheckReport, Finding, InputInfo, InputKind, Level, Options};
 use gpuprobe::plan::Mode;
+use gpuprobe::platform::Os;
 use gpuprobe::profiles::Knowledge;
-use gpuprobe::quirks::Os;
 use gpuprobe::report::{
     Backend, BackendStatus, Device, DeviceSource, Host, Report, Smoke, SmokeOutcome, SmokeStage,
 };
@@ -120,8 +121,10 @@ impl<'a> Case<'a> {
         for (label, body) in &self.inputs {
             corpus.push(label.clone(), body);
         }
+        let signatures = SignatureTable::bundled(&k.quirks).expect("bundled signatures");
         let opts = Options {
             knowledge: &k,
+            signatures: &signatures,
             binary_dir: None,
             machine: self
                 .machine

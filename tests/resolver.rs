@@ -4,8 +4,8 @@
 use gpuprobe::evidence::{Evidence, Level, Record, Verdict};
 use gpuprobe::llama::LlamaTarget;
 use gpuprobe::plan::{Group, Mode, Plan};
+use gpuprobe::platform::Os;
 use gpuprobe::profiles::Knowledge;
-use gpuprobe::quirks::Os;
 use gpuprobe::report::{
     Backend, Device, DeviceSource, Host, PeerResult, Report, Smoke, SmokeOutcome, SmokeStage,
     Vendor,

@@ -218,8 +218,8 @@ impl Scene<'_> {
 }
 
 /// Whether some signature can show this quirk's symptom in a log.
-pub fn symptom_bearing(k: &crate::profiles::Knowledge, id: &str) -> bool {
-    k.signatures
+pub fn symptom_bearing(signatures: &super::signatures::SignatureTable, id: &str) -> bool {
+    signatures
         .rows
         .iter()
         .any(|r| r.spec.explains.iter().any(|e| e.quirk == id))
@@ -451,12 +451,11 @@ pub fn symptom_findings(
     plan: Option<&PlanSummary>,
     out: &mut Vec<Finding>,
 ) -> Vec<String> {
-    let k = scene.knowledge();
     let hits = scene.input.hits;
     let mut attributed: Vec<String> = Vec::new();
     let mut groups: Vec<(usize, usize, Vec<&Hit>)> = Vec::new();
     for h in hits {
-        if k.signatures.rows[h.row].spec.class == Class::Fact {
+        if scene.input.signatures.rows[h.row].spec.class == Class::Fact {
             continue;
         }
         match groups
@@ -468,7 +467,7 @@ pub fn symptom_findings(
         }
     }
     for (row, _, list) in groups {
-        let sig = &k.signatures.rows[row];
+        let sig = &scene.input.signatures.rows[row];
         out.extend(symptom_finding(scene, plan, sig, &list, &mut attributed));
     }
     attributed
@@ -1074,7 +1073,7 @@ fn quirk_finding(
         }
     }
     // Conditions alone, for a quirk whose symptom a log would show: a note.
-    if symptom_bearing(scene.knowledge(), &q.id) && level > Level::Info {
+    if symptom_bearing(scene.input.signatures, &q.id) && level > Level::Info {
         level = Level::Info;
         reason.push_str(" Its conditions hold, but the input shows no symptom of it.");
     }

@@ -13,8 +13,9 @@ use super::signatures::Hit;
 use crate::emit::sh_quote;
 use crate::llama::LlamaTarget;
 use crate::plan::{Group, Mode, Plan};
+use crate::platform::Os;
 use crate::profiles::Knowledge;
-use crate::quirks::{Os, Severity, ids};
+use crate::quirks::{Severity, ids};
 use crate::report::{Backend, Device, Report, SmokeOutcome};
 use crate::resolve::{Devices, Request, resolve};
 
@@ -190,6 +191,7 @@ pub struct Input<'a> {
     pub facts: &'a BuildFacts,
     pub build: BuildNumber,
     pub knowledge: &'a Knowledge,
+    pub signatures: &'a super::signatures::SignatureTable,
     pub machine: Option<Machine<'a>>,
     pub os: Os,
     /// Relevant environment variables set where check-build runs (quirk `env_set`).
@@ -668,7 +670,7 @@ struct VmmFacts {
 /// lists as `VMM: no` that the probe finds VMM-capable, or from a failure only one pool prints;
 /// and the builds the failures in the input prove (a flush line).
 fn vmm_facts(input: &Input<'_>, backend_name: Option<&str>, ours: &[&Device]) -> VmmFacts {
-    let (f, k) = (input.facts, input.knowledge);
+    let f = input.facts;
     let (mut compiled, mut evidence) = f.vmm_compiled();
     // A device listed with `VMM: no` that this machine's probe reports as VMM-capable means the
     // pool was compiled out (llama.cpp asks the same attribute).
@@ -706,7 +708,7 @@ fn vmm_facts(input: &Input<'_>, backend_name: Option<&str>, ours: &[&Device]) ->
     let mut min_build: Option<u64> = None;
     let mut max_build: Option<u64> = None;
     for h in input.hits {
-        let row = &k.signatures.rows[h.row].spec;
+        let row = &input.signatures.rows[h.row].spec;
         if compiled.is_none()
             && let Some(v) = row.implies.vmm_build
         {

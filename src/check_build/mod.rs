@@ -27,8 +27,8 @@ pub use parse::BuildFacts;
 pub use runner::Invocation;
 
 use crate::plan::Mode;
+use crate::platform::Os;
 use crate::profiles::Knowledge;
-use crate::quirks::Os;
 use crate::report::Report;
 
 /// Bumped when a field changes meaning or disappears; additions keep the number.
@@ -149,6 +149,8 @@ pub struct Summary {
 
 pub struct Options<'a> {
     pub knowledge: &'a Knowledge,
+    /// Failure signatures in llama.cpp and kernel logs.
+    pub signatures: &'a signatures::SignatureTable,
     /// The folder of the binary examined (for the `--exercise` command in fixes).
     pub binary_dir: Option<String>,
     pub machine: Option<Machine<'a>>,
@@ -177,7 +179,7 @@ pub fn check_corpus(
 ) -> CheckReport {
     let text = corpus.joined();
     let facts = parse::parse(&text);
-    let hits = opts.knowledge.signatures.scan(
+    let hits = opts.signatures.scan(
         corpus,
         &[signatures::LogKind::Llama, signatures::LogKind::Kernel],
     );
@@ -188,6 +190,7 @@ pub fn check_corpus(
         facts: &facts,
         build: number.clone(),
         knowledge: opts.knowledge,
+        signatures: opts.signatures,
         machine: opts.machine.clone(),
         os: opts.os,
         env_set: opts.env_set.clone(),

@@ -170,6 +170,15 @@ pub struct Hit {
 }
 
 impl SignatureTable {
+    /// The bundled table (`profiles/log-signatures.toml`), checked against `quirks`.
+    pub fn bundled(quirks: &[Quirk]) -> Result<Self> {
+        Self::load(
+            crate::profiles::BUNDLED_SIGNATURES,
+            "profiles/log-signatures.toml",
+            quirks,
+        )
+    }
+
     /// Parses and validates `text` (named `origin` in errors); quirk ids must exist in `quirks`.
     pub fn load(text: &str, origin: &str, quirks: &[Quirk]) -> Result<Self> {
         let file: SignatureFile = crate::toml_file::parse_toml(text, origin)?;

@@ -9,11 +9,12 @@ use anyhow::Result;
 use super::detect::probe_options;
 use super::print;
 use crate::check_build::corpus::Corpus;
+use crate::check_build::signatures::SignatureTable;
 use crate::check_build::{self, InputInfo, InputKind, Options, runner};
 use crate::cli::CheckBuildArgs;
 use crate::plan::Mode;
+use crate::platform::Os;
 use crate::profiles::Knowledge;
-use crate::quirks::Os;
 use crate::report::Report;
 
 fn read_log(path: &Path) -> Result<String, crate::Error> {
@@ -65,9 +66,10 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
     }
     let opts = probe_options(&a.probe)?;
     let k = Knowledge::load()?;
+    let signatures = SignatureTable::bundled(&k.quirks)?;
     // Saved report first: a bad --from fails before anything runs.
     let saved: Option<Report> = match &a.from {
-        Some(path) => Some(crate::report::read_report(path)?),
+        Some(path) => Some(crate::report_file::read_report(path)?),
         None => None,
     };
 
@@ -150,6 +152,7 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
     let env_set = env_set_for(&k, machine.as_ref());
     let options = Options {
         knowledge: &k,
+        signatures: &signatures,
         binary_dir,
         os: host_os(machine.as_ref().map(|m| m.report)),
         machine,
@@ -363,7 +366,7 @@ fn exercise(a: &CheckBuildArgs, k: &Knowledge, saved: Option<&Report>) -> Result
             a.exercise_timeout
         );
     }
-    let result = ex::run(&plan, &k.signatures);
+    let result = ex::run(&plan, &SignatureTable::bundled(&k.quirks)?);
     let json = serde_json::to_string_pretty(&result)? + "\n";
     if let Some(path) = &a.output {
         write_whole(path, &json)?;

@@ -4,7 +4,8 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::{FixedIn, Match, Os, Quirk};
+use super::{FixedIn, Match, Quirk};
+use crate::platform::Os;
 use crate::report::Vendor;
 use crate::targets::TargetTable;
 use crate::version::Version;

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::evidence::Level;
+use crate::platform::Os;
 use crate::report::Vendor;
 use crate::version::{Version, VersionRange};
 
@@ -50,14 +51,6 @@ pub enum Confidence {
     High,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Os {
-    Linux,
-    Windows,
-    Wsl,
-}
-
 impl Severity {
     /// The spelling used in the TOML files.
     pub fn as_str(self) -> &'static str {
@@ -80,25 +73,6 @@ impl Confidence {
             Confidence::Medium => "medium",
             Confidence::MediumHigh => "medium-high",
             Confidence::High => "high",
-        }
-    }
-}
-
-impl Os {
-    /// `windows`, `wsl`, anything else is Linux (the OS names of a report's host).
-    pub fn from_host(name: &str) -> Os {
-        match name {
-            "windows" => Os::Windows,
-            "wsl" => Os::Wsl,
-            _ => Os::Linux,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Os::Linux => "linux",
-            Os::Windows => "windows",
-            Os::Wsl => "wsl",
         }
     }
 }

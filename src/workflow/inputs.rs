@@ -6,8 +6,8 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::evidence::Evidence;
 use crate::llama::LlamaTarget;
+use crate::platform::Os;
 use crate::profiles::Knowledge;
-use crate::quirks::Os;
 use crate::report::Backend;
 use crate::version::ToolVersion;
 

@@ -4,7 +4,7 @@
 
 use crate::emit::workflow::{EnvVar, Install, InstallKind};
 use crate::error::{Error, Result};
-use crate::quirks::Os;
+use crate::platform::Os;
 use crate::report::Backend;
 use crate::toolkits::ToolkitTable;
 use crate::version::ToolVersion;

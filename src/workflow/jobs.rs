@@ -4,8 +4,8 @@
 use crate::emit::workflow::{Entry, Install, InstallKind, Job, JobBundle};
 use crate::error::{Error, Result};
 use crate::plan::{Group, Plan};
+use crate::platform::Os;
 use crate::profiles::Knowledge;
-use crate::quirks::Os;
 use crate::report::Backend;
 use crate::toolkits::ToolkitTable;
 use crate::version::ToolVersion;

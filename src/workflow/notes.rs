@@ -3,8 +3,8 @@
 
 use crate::error::Result;
 use crate::plan::Plan;
+use crate::platform::Os;
 use crate::profiles::Knowledge;
-use crate::quirks::Os;
 use crate::report::Backend;
 
 use super::Options;

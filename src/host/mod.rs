@@ -95,10 +95,90 @@ pub struct Build {
     /// The exact command, shell-quoted.
     pub command: String,
     pub ok: bool,
-    /// `exit 1`, `timed out`, `cached`...
-    pub status: String,
+    pub status: BuildStatus,
     /// The compiler's last lines (its error, when it failed).
     pub output: Vec<String>,
+}
+
+/// How a HIP probe build ended, written in a dump as the words shown to people (`cached`,
+/// `built`, `exit 1`, `killed by SIGSEGV`, `no result within 300 s`, `not started: ...`, `not in
+/// the dump`); words that are none of these (a dump from another gpuprobe) are kept as written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum BuildStatus {
+    /// The probe for these targets was already in the cache.
+    Cached,
+    Built,
+    /// The compiler exited with this code (0 when the finished probe could not be moved into
+    /// the cache).
+    Exit(i32),
+    /// Killed by this signal (its name).
+    Killed(String),
+    /// No result within this many seconds.
+    TimedOut(u64),
+    /// The compiler was not run, and why (when known).
+    NotStarted(Option<String>),
+    /// A replayed dump has no build for these targets.
+    NotInDump,
+    Other(String),
+}
+
+impl std::fmt::Display for BuildStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BuildStatus::Cached => f.write_str("cached"),
+            BuildStatus::Built => f.write_str("built"),
+            BuildStatus::Exit(c) => write!(f, "exit {c}"),
+            BuildStatus::Killed(s) => write!(f, "killed by {s}"),
+            BuildStatus::TimedOut(s) => write!(f, "no result within {s} s"),
+            BuildStatus::NotStarted(None) => f.write_str("not started"),
+            BuildStatus::NotStarted(Some(why)) => write!(f, "not started: {why}"),
+            BuildStatus::NotInDump => f.write_str("not in the dump"),
+            BuildStatus::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+impl From<&str> for BuildStatus {
+    fn from(s: &str) -> Self {
+        let timed_out = || {
+            s.strip_prefix("no result within ")?
+                .strip_suffix(" s")?
+                .parse()
+                .ok()
+        };
+        match s {
+            "cached" => BuildStatus::Cached,
+            "built" => BuildStatus::Built,
+            "not started" => BuildStatus::NotStarted(None),
+            "not in the dump" => BuildStatus::NotInDump,
+            _ => {
+                if let Some(c) = s.strip_prefix("exit ").and_then(|c| c.parse().ok()) {
+                    BuildStatus::Exit(c)
+                } else if let Some(sig) = s.strip_prefix("killed by ") {
+                    BuildStatus::Killed(sig.to_string())
+                } else if let Some(secs) = timed_out() {
+                    BuildStatus::TimedOut(secs)
+                } else if let Some(why) = s.strip_prefix("not started: ") {
+                    BuildStatus::NotStarted(Some(why.to_string()))
+                } else {
+                    BuildStatus::Other(s.to_string())
+                }
+            }
+        }
+    }
+}
+
+impl From<String> for BuildStatus {
+    fn from(s: String) -> Self {
+        BuildStatus::from(s.as_str())
+    }
+}
+
+impl From<BuildStatus> for String {
+    fn from(s: BuildStatus) -> String {
+        s.to_string()
+    }
 }
 
 /// How a probe child ended, as recorded.
@@ -511,7 +591,7 @@ impl HostView {
                 archs: archs.to_vec(),
                 command: String::new(),
                 ok: false,
-                status: "not in the dump".into(),
+                status: BuildStatus::NotInDump,
                 output: vec![format!(
                     "the dump has no probe build for {key}: it was taken by a gpuprobe that built differently"
                 )],
@@ -757,5 +837,34 @@ mod tests {
         let i = parse_status(s);
         assert_eq!((i.uid, i.gid), (1001, 100));
         assert_eq!(i.groups, vec![27, 44, 109]);
+    }
+
+    #[test]
+    fn build_statuses_keep_their_words() {
+        for words in [
+            "cached",
+            "built",
+            "exit 1",
+            "killed by SIGSEGV",
+            "no result within 300 s",
+            "not started",
+            "not started: No such file or directory (os error 2)",
+            "not in the dump",
+            "exit soon",
+        ] {
+            let status = BuildStatus::from(words);
+            assert_eq!(status.to_string(), words);
+            let json = serde_json::to_string(&status).unwrap();
+            assert_eq!(serde_json::from_str::<BuildStatus>(&json).unwrap(), status);
+        }
+        assert_eq!(BuildStatus::from("exit 1"), BuildStatus::Exit(1));
+        assert_eq!(
+            BuildStatus::from("no result within 300 s"),
+            BuildStatus::TimedOut(300)
+        );
+        assert_eq!(
+            BuildStatus::from("exit soon"),
+            BuildStatus::Other("exit soon".into())
+        );
     }
 }

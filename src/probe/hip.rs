@@ -332,7 +332,7 @@ impl Run<'_> {
             .next()
             .or(build.output.first())
             .cloned()
-            .unwrap_or_else(|| build.status.clone());
+            .unwrap_or_else(|| build.status.to_string());
         self.st.detail = Some(format!("the HIP probe program could not be built: {first}"));
         self.st.hint = Some("the devices listed come from KFD/DRM; the host check `hip-probe-build-failed` has the compiler's error and the command".into());
         if rejected.is_empty() {

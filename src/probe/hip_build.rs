@@ -236,7 +236,7 @@ fn build_live(hipcc: &Path, dir: &Path, exe: &Path, archs: &[String]) -> Build {
         archs: archs.to_vec(),
         command: command.clone(),
         ok: false,
-        status,
+        status: status.into(),
         output,
     };
     if exe.is_file() {
@@ -329,7 +329,7 @@ pub(super) fn rejected_check(
         .next()
         .or(r.build.output.first())
         .cloned()
-        .unwrap_or_else(|| r.build.status.clone());
+        .unwrap_or_else(|| r.build.status.to_string());
     HostCheck::new(
         "hip-target-unbuildable",
         CheckLevel::Warning,

@@ -727,7 +727,38 @@ fn decide_vmm(
             lift: None,
         };
     };
-    let why_needed = why_needed(&raising, needed);
+    let asked = Asked {
+        why_needed: why_needed(&raising, needed),
+        needed,
+        ids,
+    };
+    evidence_decision(req, (backend, flag), u, runtime, evidence, asked, trace)
+}
+
+/// What the quirk records ask of the evidence for one unit: the level, said for people, and the
+/// records that asked.
+struct Asked {
+    needed: Level,
+    why_needed: String,
+    ids: Vec<String>,
+}
+
+/// The VMM decision where a measured pass is needed: a failure on record decides, else a pass at
+/// the level needed, else the legacy pool with the command that would record the pass.
+fn evidence_decision(
+    req: &Request<'_>,
+    (backend, flag): (Backend, &str),
+    u: &Unit<'_>,
+    runtime: Option<&Version>,
+    evidence: &Evidence,
+    asked: Asked,
+    trace: &mut Vec<String>,
+) -> VmmDecision {
+    let Asked {
+        needed,
+        why_needed,
+        ids,
+    } = asked;
     let kit = backend.toolkit();
     let series = runtime.and_then(|v| crate::evidence::series_of(&v.to_string()));
     let Some(series) = series else {

@@ -960,88 +960,28 @@ fn quirk_finding(
     subjects: &[&Subject],
 ) -> Finding {
     let input = scene.input;
-    let f = input.facts;
     let e = &q.effect;
     let mut level = Level::of(q.severity);
     let mut reason = e.warn.clone().unwrap_or_else(|| q.summary.clone());
     let mut fix = Fix::default();
-    let mut evidence: Vec<Quote> = Vec::new();
-    for s in subjects {
-        if let Some(l) = s.line.as_deref().and_then(|l| input.corpus.find(l)) {
-            evidence.push(l);
-        }
-    }
-    if q.when.vmm_build.is_some() {
-        evidence.extend(scene.vmm_quotes.iter().take(1).cloned());
-    }
-    if (q.when.llama_builds.is_some()
-        || q.fixed_in.as_ref().is_some_and(|x| x.llama_build.is_some()))
-        && let Some(l) = f.version.line.as_deref().and_then(|l| input.corpus.find(l))
-    {
-        evidence.push(l);
-    }
-    if q.when.multi_gpu.is_some() {
-        evidence.extend(scene.run_quotes.iter().cloned());
-    }
+    let mut evidence = quirk_evidence(scene, q, subjects);
     if legacy_advice {
-        match input.build.value {
-            Some(b) if b < super::judge::FA_RESERVE_BUILD => {
-                reason = format!(
-                    "{reason} This build ({b}) predates #23907 (build {}).",
-                    super::judge::FA_RESERVE_BUILD
-                );
-            }
-            Some(b) => {
-                reason =
-                    format!("{reason} This build ({b}) has #23907, which removes the worst of it.");
-            }
-            None => {
-                reason = format!(
-                    "{reason} The build number is unknown: pass --llama-build to know whether it has #23907 (build {}).",
-                    super::judge::FA_RESERVE_BUILD
-                );
-            }
-        }
+        reason = legacy_reason(&reason, input.build.value);
     }
     if let Some(r) = &e.refuse {
         level = Level::Error;
         reason = format!("{reason} {r}");
     }
     // Flags: already in the build (observable), or the plan's rebuild line that has them.
-    let group = plan.and_then(|p| scene.group_for(p, subjects.first().copied()));
-    let mut want = Vec::new();
-    let mut all_set = !e.set.is_empty();
-    for (flag, value) in &e.set {
-        match observable_feature(flag).map(|feat| (feat, f.feature_flag(feat))) {
-            Some((feat, Some(true))) if value == "ON" => {
-                fix.text.push(format!(
-                    "the build has {feat} = 1 ({flag}=ON): nothing to do"
-                ));
-                if let Some(r) = f.cuda_registry().and_then(|r| input.corpus.find(&r.line)) {
-                    evidence.push(r);
-                }
-            }
-            Some((feat, Some(false))) => {
-                all_set = false;
-                want.push(format!("-D{flag}={value}"));
-                if let Some(r) = f.cuda_registry().and_then(|r| input.corpus.find(&r.line)) {
-                    evidence.push(r);
-                }
-                reason.push_str(&format!(" system_info shows no {feat}."));
-            }
-            _ => {
-                all_set = false;
-                want.push(format!("-D{flag}={value}"));
-                reason.push_str(&format!(
-                    " The output cannot show whether the build used {flag}={value}."
-                ));
-            }
-        }
-    }
-    if !want.is_empty() {
+    let flags = quirk_flags(scene, q);
+    fix.text.extend(flags.said);
+    evidence.extend(flags.evidence);
+    reason.push_str(&flags.reason);
+    if !flags.want.is_empty() {
+        let group = plan.and_then(|p| scene.group_for(p, subjects.first().copied()));
         match group {
-            Some(g) if want.iter().all(|w| g.cmake_args.contains(w)) => {
-                rebuild(g, &want, &input.script_hint, &mut fix)
+            Some(g) if flags.want.iter().all(|w| g.cmake_args.contains(w)) => {
+                rebuild(g, &flags.want, &input.script_hint, &mut fix)
             }
             _ => fix.text.push(format!(
                 "see `gpuprobe quirks show {}`: the plan here does not set what it needs",
@@ -1049,29 +989,10 @@ fn quirk_finding(
             )),
         }
     }
-    if all_set && e.env.is_empty() {
+    if flags.all_set && e.env.is_empty() {
         level = Level::Info;
     }
-    for (name, value) in &e.env {
-        let when = e
-            .env_when
-            .as_ref()
-            .map(|w| format!(" (only for {w})"))
-            .unwrap_or_default();
-        if input.env_set.iter().any(|s| s == name) {
-            fix.text.push(format!("{name} is already set here{when}"));
-            level = Level::Info;
-        } else {
-            fix.text.push(format!(
-                "at run time: export {name}={}{when}",
-                sh_quote(value)
-            ));
-            fix.env.push(format!("{name}={value}"));
-            if e.env_when.is_some() && e.warn.is_none() {
-                level = Level::Info;
-            }
-        }
-    }
+    level = env_advice(input, q, level, &mut fix);
     // Conditions alone, for a quirk whose symptom a log would show: a note.
     if symptom_bearing(scene.input.signatures, &q.id) && level > Level::Info {
         level = Level::Info;
@@ -1092,6 +1013,127 @@ fn quirk_finding(
     .devices(subjects.iter().map(|s| s.label.clone()))
     .evidence(evidence);
     fix.apply(f)
+}
+
+/// The input lines that show a quirk's conditions: its devices, the pool, the build, the run.
+fn quirk_evidence(scene: &Scene<'_>, q: &Quirk, subjects: &[&Subject]) -> Vec<Quote> {
+    let input = scene.input;
+    let mut evidence: Vec<Quote> = Vec::new();
+    for s in subjects {
+        if let Some(l) = s.line.as_deref().and_then(|l| input.corpus.find(l)) {
+            evidence.push(l);
+        }
+    }
+    if q.when.vmm_build.is_some() {
+        evidence.extend(scene.vmm_quotes.iter().take(1).cloned());
+    }
+    if (q.when.llama_builds.is_some()
+        || q.fixed_in.as_ref().is_some_and(|x| x.llama_build.is_some()))
+        && let Some(l) = input
+            .facts
+            .version
+            .line
+            .as_deref()
+            .and_then(|l| input.corpus.find(l))
+    {
+        evidence.push(l);
+    }
+    if q.when.multi_gpu.is_some() {
+        evidence.extend(scene.run_quotes.iter().cloned());
+    }
+    evidence
+}
+
+/// The legacy-pool advice's reason, with what this build has of #23907.
+fn legacy_reason(reason: &str, build: Option<u64>) -> String {
+    match build {
+        Some(b) if b < super::judge::FA_RESERVE_BUILD => format!(
+            "{reason} This build ({b}) predates #23907 (build {}).",
+            super::judge::FA_RESERVE_BUILD
+        ),
+        Some(b) => format!("{reason} This build ({b}) has #23907, which removes the worst of it."),
+        None => format!(
+            "{reason} The build number is unknown: pass --llama-build to know whether it has #23907 (build {}).",
+            super::judge::FA_RESERVE_BUILD
+        ),
+    }
+}
+
+/// What the input shows of a quirk's `effect.set` flags.
+struct QuirkFlags {
+    /// `-DNAME=VALUE` the build may lack.
+    want: Vec<String>,
+    /// Every flag is set and the build shows it.
+    all_set: bool,
+    /// Fix lines for the flags the build shows.
+    said: Vec<String>,
+    evidence: Vec<Quote>,
+    /// Sentences for the reason, each with its leading space.
+    reason: String,
+}
+
+fn quirk_flags(scene: &Scene<'_>, q: &Quirk) -> QuirkFlags {
+    let (input, f) = (scene.input, scene.input.facts);
+    let registry = || f.cuda_registry().and_then(|r| input.corpus.find(&r.line));
+    let mut out = QuirkFlags {
+        want: Vec::new(),
+        all_set: !q.effect.set.is_empty(),
+        said: Vec::new(),
+        evidence: Vec::new(),
+        reason: String::new(),
+    };
+    for (flag, value) in &q.effect.set {
+        match observable_feature(flag).map(|feat| (feat, f.feature_flag(feat))) {
+            Some((feat, Some(true))) if value == "ON" => {
+                out.said.push(format!(
+                    "the build has {feat} = 1 ({flag}=ON): nothing to do"
+                ));
+                out.evidence.extend(registry());
+            }
+            Some((feat, Some(false))) => {
+                out.all_set = false;
+                out.want.push(format!("-D{flag}={value}"));
+                out.evidence.extend(registry());
+                out.reason
+                    .push_str(&format!(" system_info shows no {feat}."));
+            }
+            _ => {
+                out.all_set = false;
+                out.want.push(format!("-D{flag}={value}"));
+                out.reason.push_str(&format!(
+                    " The output cannot show whether the build used {flag}={value}."
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The quirk's run-time environment advice, added to `fix`; returns the finding's level (info
+/// once the variable is set here, or when it is advice for some runs only).
+fn env_advice(input: &Input<'_>, q: &Quirk, mut level: Level, fix: &mut Fix) -> Level {
+    let e = &q.effect;
+    for (name, value) in &e.env {
+        let when = e
+            .env_when
+            .as_ref()
+            .map(|w| format!(" (only for {w})"))
+            .unwrap_or_default();
+        if input.env_set.iter().any(|s| s == name) {
+            fix.text.push(format!("{name} is already set here{when}"));
+            level = Level::Info;
+        } else {
+            fix.text.push(format!(
+                "at run time: export {name}={}{when}",
+                sh_quote(value)
+            ));
+            fix.env.push(format!("{name}={value}"));
+            if e.env_when.is_some() && e.warn.is_none() {
+                level = Level::Info;
+            }
+        }
+    }
+    level
 }
 
 /// Observable counterparts of CMake flags that quirks may set.

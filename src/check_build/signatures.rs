@@ -191,33 +191,7 @@ impl SignatureTable {
                 message: format!("signature `{}`: {message}", spec.id),
                 fix: fix.to_string(),
             };
-            if spec.id.is_empty()
-                || !spec
-                    .id
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            {
-                return Err(at(
-                    "field `id` must be lowercase letters, digits and dashes".into(),
-                    "rename the row, e.g. `legacy-pool-oom`",
-                ));
-            }
-            if !seen.insert(spec.id.clone()) {
-                return Err(at("id appears twice".into(), "give each row its own id"));
-            }
-            if spec.patterns.is_empty() {
-                return Err(at(
-                    "field `match` is empty".into(),
-                    "give at least one regex that matches the line",
-                ));
-            }
-            if spec.within == 0 || spec.within > 50 || spec.quote > 50 {
-                return Err(at(
-                    "fields `within` and `quote` must be between 1 and 50 (`quote` may be 0)"
-                        .into(),
-                    "look at most 50 lines ahead",
-                ));
-            }
+            check_shape(&spec, &mut seen, &at)?;
             let compile = |field: &str, list: &[String]| -> Result<Vec<Regex>> {
                 list.iter()
                     .enumerate()
@@ -233,55 +207,8 @@ impl SignatureTable {
             };
             let patterns = compile("match", &spec.patterns)?;
             let near = compile("near", &spec.near)?;
-            if let Some(bad) = spec.sources.iter().find(|s| !s.starts_with("https://")) {
-                return Err(at(
-                    format!("field `sources`: `{bad}` is not an https URL"),
-                    "write each source as a full https:// URL",
-                ));
-            }
-            if spec.class != Class::Fact && spec.sources.is_empty() {
-                return Err(at(
-                    "field `sources` is empty".into(),
-                    "add at least one URL where the failure is reported",
-                ));
-            }
-            for e in &spec.explains {
-                if !quirks.iter().any(|q| q.id == e.quirk) {
-                    return Err(at(
-                        format!(
-                            "explains quirk `{}`, which profiles/quirks.toml does not have",
-                            e.quirk
-                        ),
-                        "name an existing quirk id (`gpuprobe quirks list`)",
-                    ));
-                }
-                if e.fault.is_some() && spec.decode != Some(Decoder::AmdgpuFault) {
-                    return Err(at(
-                        format!(
-                            "explains `{}` with `fault`, but the row has no `decode = \"amdgpu-fault\"`",
-                            e.quirk
-                        ),
-                        "add the decoder or drop `fault`",
-                    ));
-                }
-                if e.context && spec.context.is_empty() {
-                    return Err(at(
-                        format!(
-                            "explains `{}` with `context = true`, but the row names no `context`",
-                            e.quirk
-                        ),
-                        "name the fact rows whose hits confirm it in `context`",
-                    ));
-                }
-            }
-            if spec.class == Class::Fact && (!spec.explains.is_empty() || !spec.context.is_empty())
-            {
-                return Err(at(
-                    "a `fact` row produces no finding, so it cannot explain quirks or have context"
-                        .into(),
-                    "move `explains` / `context` to the row that reports the failure",
-                ));
-            }
+            check_sources(&spec, &at)?;
+            check_explains(&spec, quirks, &at)?;
             rows.push(Signature {
                 spec,
                 patterns,
@@ -375,6 +302,97 @@ impl SignatureTable {
         }
         hits
     }
+}
+
+/// Builds the error for a row: its message, and the fix.
+type RowError<'a> = dyn Fn(String, &str) -> Error + 'a;
+
+/// A row's id (new in `seen`), patterns and window.
+fn check_shape(spec: &Spec, seen: &mut BTreeSet<String>, at: &RowError<'_>) -> Result<()> {
+    if spec.id.is_empty()
+        || !spec
+            .id
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    {
+        return Err(at(
+            "field `id` must be lowercase letters, digits and dashes".into(),
+            "rename the row, e.g. `legacy-pool-oom`",
+        ));
+    }
+    if !seen.insert(spec.id.clone()) {
+        return Err(at("id appears twice".into(), "give each row its own id"));
+    }
+    if spec.patterns.is_empty() {
+        return Err(at(
+            "field `match` is empty".into(),
+            "give at least one regex that matches the line",
+        ));
+    }
+    if spec.within == 0 || spec.within > 50 || spec.quote > 50 {
+        return Err(at(
+            "fields `within` and `quote` must be between 1 and 50 (`quote` may be 0)".into(),
+            "look at most 50 lines ahead",
+        ));
+    }
+    Ok(())
+}
+
+/// A row's sources: full https URLs, at least one unless it is a fact row.
+fn check_sources(spec: &Spec, at: &RowError<'_>) -> Result<()> {
+    if let Some(bad) = spec.sources.iter().find(|s| !s.starts_with("https://")) {
+        return Err(at(
+            format!("field `sources`: `{bad}` is not an https URL"),
+            "write each source as a full https:// URL",
+        ));
+    }
+    if spec.class != Class::Fact && spec.sources.is_empty() {
+        return Err(at(
+            "field `sources` is empty".into(),
+            "add at least one URL where the failure is reported",
+        ));
+    }
+    Ok(())
+}
+
+/// The quirks a row explains exist, and what each explanation needs is in the row.
+fn check_explains(spec: &Spec, quirks: &[Quirk], at: &RowError<'_>) -> Result<()> {
+    for e in &spec.explains {
+        if !quirks.iter().any(|q| q.id == e.quirk) {
+            return Err(at(
+                format!(
+                    "explains quirk `{}`, which profiles/quirks.toml does not have",
+                    e.quirk
+                ),
+                "name an existing quirk id (`gpuprobe quirks list`)",
+            ));
+        }
+        if e.fault.is_some() && spec.decode != Some(Decoder::AmdgpuFault) {
+            return Err(at(
+                format!(
+                    "explains `{}` with `fault`, but the row has no `decode = \"amdgpu-fault\"`",
+                    e.quirk
+                ),
+                "add the decoder or drop `fault`",
+            ));
+        }
+        if e.context && spec.context.is_empty() {
+            return Err(at(
+                format!(
+                    "explains `{}` with `context = true`, but the row names no `context`",
+                    e.quirk
+                ),
+                "name the fact rows whose hits confirm it in `context`",
+            ));
+        }
+    }
+    if spec.class == Class::Fact && (!spec.explains.is_empty() || !spec.context.is_empty()) {
+        return Err(at(
+            "a `fact` row produces no finding, so it cannot explain quirks or have context".into(),
+            "move `explains` / `context` to the row that reports the failure",
+        ));
+    }
+    Ok(())
 }
 
 impl Signature {

@@ -215,89 +215,99 @@ fn amd_checks(h: &HostView, env: &Environment, out: &mut Vec<HostCheck>) {
         );
     }
     if kfd.present && kfd.gpus.is_empty() && !drm.is_empty() {
-        let targets = crate::profiles::bundled_targets().ok();
-        let list: Vec<String> = drm
-            .iter()
-            .map(|d| {
-                format!(
-                    "renderD{} {}{}",
-                    d.render_minor,
-                    match (&d.arch, &d.gc_ip) {
-                        (Some(a), Some(gc)) => format!(
-                            "{a} (from DRM IP discovery, GC {gc}: a fallback, not KFD's answer)"
-                        ),
-                        (None, Some(gc)) => format!("GC {gc} (not in gpuprobe's table)"),
-                        _ => "(architecture unknown: no IP discovery)".into(),
-                    },
-                    d.pci_bus_id
-                        .as_deref()
-                        .map(|p| format!(" at {p}"))
-                        .unwrap_or_default()
-                )
-            })
-            .collect();
-        let apu = drm.iter().any(|d| {
-            d.arch
-                .as_deref()
-                .and_then(|a| targets.as_ref()?.get(a))
-                .is_some_and(|t| t.apu)
-        });
-        out.push(
-            HostCheck::new(
-                "kfd-no-gpu-node",
-                CheckLevel::Warning,
-                "KFD lists no GPU, but DRM shows an AMD GPU",
-                format!(
-                    "the KFD topology has only CPU nodes while DRM shows {}: ROCm, and llama.cpp's HIP backend, see no GPU{}",
-                    list.join("; "),
-                    if apu {
-                        " (an APU whose generation this kernel's KFD does not support yet)"
-                    } else {
-                        ""
-                    }
-                ),
-            )
-            .fix("run a newer kernel or AMD's amdgpu-dkms driver that supports this GPU in KFD; `sudo dmesg | grep -i kfd` says \"not supported in kfd\" when that is the cause. Vulkan builds of llama.cpp can use the GPU meanwhile"),
-        );
+        out.push(kfd_no_gpu_node(&drm));
     }
     if !kfd.gpus.is_empty() {
+        out.extend(amd_node_checks(h, env, &kfd));
+    }
+}
+
+/// KFD lists only CPU nodes while DRM drives AMD GPUs: ROCm sees no GPU.
+fn kfd_no_gpu_node(drm: &[DrmGpu]) -> HostCheck {
+    let targets = crate::profiles::bundled_targets().ok();
+    let list: Vec<String> = drm
+        .iter()
+        .map(|d| {
+            format!(
+                "renderD{} {}{}",
+                d.render_minor,
+                match (&d.arch, &d.gc_ip) {
+                    (Some(a), Some(gc)) => format!(
+                        "{a} (from DRM IP discovery, GC {gc}: a fallback, not KFD's answer)"
+                    ),
+                    (None, Some(gc)) => format!("GC {gc} (not in gpuprobe's table)"),
+                    _ => "(architecture unknown: no IP discovery)".into(),
+                },
+                d.pci_bus_id
+                    .as_deref()
+                    .map(|p| format!(" at {p}"))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    let apu = drm.iter().any(|d| {
+        d.arch
+            .as_deref()
+            .and_then(|a| targets.as_ref()?.get(a))
+            .is_some_and(|t| t.apu)
+    });
+    HostCheck::new(
+        "kfd-no-gpu-node",
+        CheckLevel::Warning,
+        "KFD lists no GPU, but DRM shows an AMD GPU",
+        format!(
+            "the KFD topology has only CPU nodes while DRM shows {}: ROCm, and llama.cpp's HIP backend, see no GPU{}",
+            list.join("; "),
+            if apu {
+                " (an APU whose generation this kernel's KFD does not support yet)"
+            } else {
+                ""
+            }
+        ),
+    )
+    .fix("run a newer kernel or AMD's amdgpu-dkms driver that supports this GPU in KFD; `sudo dmesg | grep -i kfd` says \"not supported in kfd\" when that is the cause. Vulkan builds of llama.cpp can use the GPU meanwhile")
+}
+
+/// With KFD GPUs: access to /dev/kfd and their render nodes, and AMD's own kernel driver.
+fn amd_node_checks(h: &HostView, env: &Environment, kfd: &Kfd) -> Vec<HostCheck> {
+    let mut checks = Vec::new();
+    if let Some(c) = node_access(
+        h,
+        env,
+        "/dev/kfd",
+        "ROCm",
+        ("kfd-device-missing", "kfd-no-access"),
+        AMD_CONTAINER_FIX,
+    ) {
+        checks.push(c);
+    }
+    let mut minors: Vec<u32> = kfd.gpus.iter().filter_map(|g| g.render_minor).collect();
+    minors.dedup();
+    for m in minors {
+        let path = format!("/dev/dri/renderD{m}");
         if let Some(c) = node_access(
             h,
             env,
-            "/dev/kfd",
-            "ROCm",
-            ("kfd-device-missing", "kfd-no-access"),
+            &path,
+            "the GPU's render node",
+            ("render-node-missing", "render-node-no-access"),
             AMD_CONTAINER_FIX,
         ) {
-            out.push(c);
-        }
-        let mut minors: Vec<u32> = kfd.gpus.iter().filter_map(|g| g.render_minor).collect();
-        minors.dedup();
-        for m in minors {
-            let path = format!("/dev/dri/renderD{m}");
-            if let Some(c) = node_access(
-                h,
-                env,
-                &path,
-                "the GPU's render node",
-                ("render-node-missing", "render-node-no-access"),
-                AMD_CONTAINER_FIX,
-            ) {
-                out.push(c);
-            }
-        }
-        if let Some(v) = h.read("/sys/module/amdgpu/version") {
-            out.push(HostCheck::new(
-                "amdgpu-dkms",
-                CheckLevel::Info,
-                "AMD's amdgpu-dkms kernel driver is installed",
-                format!(
-                    "amdgpu module version {}; its pairing with the installed ROCm user space is not checked by gpuprobe (AMD supports each kernel driver with ROCm releases around its own)",
-                    v.trim()
-                ),
-            ));
+            checks.push(c);
         }
     }
+    if let Some(v) = h.read("/sys/module/amdgpu/version") {
+        checks.push(HostCheck::new(
+            "amdgpu-dkms",
+            CheckLevel::Info,
+            "AMD's amdgpu-dkms kernel driver is installed",
+            format!(
+                "amdgpu module version {}; its pairing with the installed ROCm user space is not checked by gpuprobe (AMD supports each kernel driver with ROCm releases around its own)",
+                v.trim()
+            ),
+        ));
+    }
+    checks
 }
 
 fn nvidia_checks(h: &HostView, env: &Environment, report: &Report, out: &mut Vec<HostCheck>) {

@@ -113,78 +113,27 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
             .iter()
             .any(|p| p.can_access == Some(false) || p.copy_ok == Some(false))
     });
-    let env_set: Vec<String> = req.env_set.clone();
-    let evidence = evidence_for(req, report, mode);
-    let vmm_switch = vmm_switch(k, req, backend);
+    let scope = Scope {
+        k,
+        req,
+        backend,
+        build,
+        runtime,
+        driver,
+        multi_gpu,
+        igpu_with_dgpu,
+        peer_problem,
+        evidence: evidence_for(req, report, mode),
+        vmm_switch: vmm_switch(k, req, backend),
+        known_ids: &known_ids,
+    };
 
     // The toolkit that will build against the driver that was measured (CUDA only).
     toolkit_vs_driver(req, backend, toolkit.as_ref(), report, &mut acc);
-    let mut planned: Vec<Planned> = Vec::new();
-
-    for u in &units {
-        let smoke = unit_smoke(u);
-        let base_ctx = Context {
-            targets: &k.targets,
-            vendor: u.vendor,
-            arch: &u.arch,
-            os: Some(req.os),
-            runtime: runtime.as_ref(),
-            driver: driver.as_ref(),
-            llama_build: if req.llama.checkout.is_some() && req.llama.build.is_none() {
-                None
-            } else {
-                Some(build)
-            },
-            apu: u.apu,
-            multi_gpu,
-            igpu_with_dgpu,
-            vmm_build: None,
-            uma: None,
-            peer_problem,
-            smoke: smoke.as_deref(),
-            env_set: &env_set,
-        };
-        refuse_unusable_devices(u, &mut acc.refusals);
-
-        let decision = match &vmm_switch {
-            VmmSwitch::CompiledOut => VmmDecision::legacy(
-                format!(
-                    "llama.cpp build {build} has no VMM pool for HIP (it was compiled for HIP from build 4548 on): the legacy pool whatever the flags"
-                ),
-                vec![],
-                None,
-            ),
-            VmmSwitch::Flag(flag) => decide_vmm(
-                k,
-                req,
-                backend,
-                flag,
-                u,
-                &base_ctx,
-                runtime.as_ref(),
-                &evidence,
-                &mut acc.trace,
-            ),
-        };
-        let vmm = decision.vmm;
-        let mut out = UnitOut::default();
-        match express_vmm(k, req, &vmm_switch, &decision, &u.arch, &known_ids) {
-            Expressed::Flag(f) => out.flags.push(f),
-            Expressed::Note(n) => acc.notes.push(n),
-        }
-
-        // Two passes: the first finds whether unified memory is recommended (quirks may depend on it).
-        let mut ctx = base_ctx.clone();
-        ctx.vmm_build = Some(vmm);
-        apply_quirks(k, req, u, build, ctx, &mut out, &mut acc);
-        planned.push(Planned {
-            arch: u.arch.clone(),
-            devices: u.devices.iter().map(|d| d.index).collect(),
-            vmm,
-            flags: out.flags,
-            env: out.env,
-        });
-    }
+    let planned: Vec<Planned> = units
+        .iter()
+        .map(|u| plan_unit(&scope, u, &mut acc))
+        .collect();
 
     let one_machine = matches!(mode, Mode::Probe | Mode::Report | Mode::Machine);
     let mut groups = group(k, req, backend, switch, mode, planned, one_machine);
@@ -213,6 +162,91 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
     };
     plan.cite_quirks(&known_ids);
     Ok(plan)
+}
+
+/// What every unit of one plan shares: the request, the backend and build, and the machine.
+struct Scope<'a> {
+    k: &'a Knowledge,
+    req: &'a Request<'a>,
+    backend: Backend,
+    build: u64,
+    /// The runtime quirks are judged against: measured, else the toolkit given.
+    runtime: Option<Version>,
+    driver: Option<Version>,
+    multi_gpu: Option<bool>,
+    igpu_with_dgpu: Option<bool>,
+    peer_problem: Option<bool>,
+    evidence: Evidence,
+    vmm_switch: VmmSwitch,
+    known_ids: &'a [String],
+}
+
+/// One unit (an architecture and its devices): its VMM decision, how the build expresses it,
+/// and the quirks that apply to it.
+fn plan_unit(s: &Scope<'_>, u: &Unit<'_>, acc: &mut PlanNotes) -> Planned {
+    let (k, req, build) = (s.k, s.req, s.build);
+    let smoke = unit_smoke(u);
+    let base_ctx = Context {
+        targets: &k.targets,
+        vendor: u.vendor,
+        arch: &u.arch,
+        os: Some(req.os),
+        runtime: s.runtime.as_ref(),
+        driver: s.driver.as_ref(),
+        llama_build: if req.llama.checkout.is_some() && req.llama.build.is_none() {
+            None
+        } else {
+            Some(build)
+        },
+        apu: u.apu,
+        multi_gpu: s.multi_gpu,
+        igpu_with_dgpu: s.igpu_with_dgpu,
+        vmm_build: None,
+        uma: None,
+        peer_problem: s.peer_problem,
+        smoke: smoke.as_deref(),
+        env_set: &req.env_set,
+    };
+    refuse_unusable_devices(u, &mut acc.refusals);
+
+    let decision = match &s.vmm_switch {
+        VmmSwitch::CompiledOut => VmmDecision::legacy(
+            format!(
+                "llama.cpp build {build} has no VMM pool for HIP (it was compiled for HIP from build 4548 on): the legacy pool whatever the flags"
+            ),
+            vec![],
+            None,
+        ),
+        VmmSwitch::Flag(flag) => decide_vmm(
+            k,
+            req,
+            s.backend,
+            flag,
+            u,
+            &base_ctx,
+            s.runtime.as_ref(),
+            &s.evidence,
+            &mut acc.trace,
+        ),
+    };
+    let vmm = decision.vmm;
+    let mut out = UnitOut::default();
+    match express_vmm(k, req, &s.vmm_switch, &decision, &u.arch, s.known_ids) {
+        Expressed::Flag(f) => out.flags.push(f),
+        Expressed::Note(n) => acc.notes.push(n),
+    }
+
+    // Two passes: the first finds whether unified memory is recommended (quirks may depend on it).
+    let mut ctx = base_ctx.clone();
+    ctx.vmm_build = Some(vmm);
+    apply_quirks(k, req, u, build, ctx, &mut out, acc);
+    Planned {
+        arch: u.arch.clone(),
+        devices: u.devices.iter().map(|d| d.index).collect(),
+        vmm,
+        flags: out.flags,
+        env: out.env,
+    }
 }
 
 /// The toolkit the plan names: the version declared (how), else the runtime measured.

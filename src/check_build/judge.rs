@@ -357,31 +357,12 @@ pub fn judge(input: &Input<'_>) -> Judgement {
     judge_build_number(input, &mut out);
 
     // ---- backend --------------------------------------------------------------------------
-    let backend_name = f.gpu_backend().map(str::to_string);
-    let backend = backend_name.as_deref().and_then(backend_of);
-    let machine_gpus: Vec<&Device> = input
-        .machine
-        .as_ref()
-        .map(|m| m.report.devices.iter().collect())
-        .unwrap_or_default();
-    judge_backend_kind(input, backend_name.as_deref(), &machine_gpus, &mut out);
-
-    // Machine devices of the build's backend.
-    let ours: Vec<&Device> = match backend {
-        Some(b) => machine_gpus
-            .iter()
-            .copied()
-            .filter(|d| d.backend == b)
-            .collect(),
-        None => Vec::new(),
-    };
-    judge_backend_mismatch(
-        input,
+    let Backends {
+        name: backend_name,
         backend,
-        backend_name.as_deref(),
-        (&machine_gpus, &ours),
-        &mut out,
-    );
+        machine_gpus,
+        ours,
+    } = backends(input, &mut out);
 
     // ---- the plan: what gpuprobe would build here ---------------------------------------------
     let llama = LlamaTarget {
@@ -472,6 +453,43 @@ pub fn judge(input: &Input<'_>) -> Judgement {
         findings: out,
         plan: summary,
         vmm: VmmVerdict { compiled, evidence },
+    }
+}
+
+/// The build's GPU backend (as it names it, and as gpuprobe's), this machine's GPUs, and those of
+/// them that backend drives.
+struct Backends<'a> {
+    name: Option<String>,
+    backend: Option<Backend>,
+    machine_gpus: Vec<&'a Device>,
+    ours: Vec<&'a Device>,
+}
+
+/// Finds the build's backend and judges it against this machine's GPUs.
+fn backends<'a>(input: &Input<'a>, out: &mut Vec<Finding>) -> Backends<'a> {
+    let name = input.facts.gpu_backend().map(str::to_string);
+    let backend = name.as_deref().and_then(backend_of);
+    let machine_gpus: Vec<&Device> = input
+        .machine
+        .as_ref()
+        .map(|m| m.report.devices.iter().collect())
+        .unwrap_or_default();
+    judge_backend_kind(input, name.as_deref(), &machine_gpus, out);
+    // Machine devices of the build's backend.
+    let ours: Vec<&Device> = match backend {
+        Some(b) => machine_gpus
+            .iter()
+            .copied()
+            .filter(|d| d.backend == b)
+            .collect(),
+        None => Vec::new(),
+    };
+    judge_backend_mismatch(input, backend, name.as_deref(), (&machine_gpus, &ours), out);
+    Backends {
+        name,
+        backend,
+        machine_gpus,
+        ours,
     }
 }
 

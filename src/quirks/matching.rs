@@ -159,15 +159,25 @@ impl Match {
     }
 
     fn evaluate_fixed(&self, ctx: &Context<'_>, fix: Option<&FixedIn>) -> Evaluation {
-        let mut verdict = Tri::Yes;
+        let mut conditions = self.place_conditions(ctx);
+        conditions.extend(self.version_conditions(ctx, fix));
+        conditions.extend(self.state_conditions(ctx));
+        let verdict = conditions.iter().fold(Tri::Yes, |v, c| v.and(c.verdict));
+        Evaluation {
+            verdict,
+            conditions,
+        }
+    }
+
+    /// Vendor, architecture, OS.
+    fn place_conditions(&self, ctx: &Context<'_>) -> Vec<Condition> {
         let mut conditions = Vec::new();
-        let mut check = |field: Field, t: Tri, detail: String| {
-            verdict = verdict.and(t);
+        let mut check = |field: Field, verdict: Tri, detail: String| {
             conditions.push(Condition {
                 field,
-                verdict: t,
+                verdict,
                 detail,
-            });
+            })
         };
         if let Some(v) = self.vendor {
             check(
@@ -203,6 +213,19 @@ impl Match {
                 ),
             );
         }
+        conditions
+    }
+
+    /// Runtime, driver and llama.cpp build: in the range and below the fixed version.
+    fn version_conditions(&self, ctx: &Context<'_>, fix: Option<&FixedIn>) -> Vec<Condition> {
+        let mut conditions = Vec::new();
+        let mut check = |field: Field, verdict: Tri, detail: String| {
+            conditions.push(Condition {
+                field,
+                verdict,
+                detail,
+            })
+        };
         let build = ctx.llama_build.map(Version::from_number);
         let fixed_build = fix.and_then(|f| f.llama_build).map(Version::from_number);
         for (field, r, have, fixed) in [
@@ -240,6 +263,19 @@ impl Match {
             };
             check(field, t, detail);
         }
+        conditions
+    }
+
+    /// The machine's and the build's states: APU, multi-GPU, pool, smoke outcome, environment.
+    fn state_conditions(&self, ctx: &Context<'_>) -> Vec<Condition> {
+        let mut conditions = Vec::new();
+        let mut check = |field: Field, verdict: Tri, detail: String| {
+            conditions.push(Condition {
+                field,
+                verdict,
+                detail,
+            })
+        };
         let flags = [
             (Field::Apu, self.apu, ctx.apu),
             (Field::MultiGpu, self.multi_gpu, ctx.multi_gpu),
@@ -277,10 +313,7 @@ impl Match {
                 format!("any of [{}] set", self.env_set.join(", ")),
             );
         }
-        Evaluation {
-            verdict,
-            conditions,
-        }
+        conditions
     }
 }
 

@@ -10,7 +10,7 @@ use crate::llama::options::Plain12x;
 use crate::plan::{EnvAdvice, Flag, Group, LlamaRef, Mode, Note, Plan, SCHEMA, ToolkitRef};
 use crate::platform::Os;
 use crate::profiles::Knowledge;
-use crate::quirks::{Context, Evaluation, Quirk, Severity, Tri, ids};
+use crate::quirks::{Context, Evaluation, Quirk, Severity, SmokeCondition, Tri, ids};
 use crate::report::{ApiError, Backend, Device, Report, SmokeOutcome, SmokeStage, Vendor};
 use crate::version::Version;
 
@@ -204,7 +204,7 @@ fn plan_unit(s: &Scope<'_>, u: &Unit<'_>, acc: &mut PlanNotes) -> Planned {
         vmm_build: None,
         uma: None,
         peer_problem: s.peer_problem,
-        smoke: smoke.as_deref(),
+        smoke,
         env_set: &req.env_set,
     };
     refuse_unusable_devices(u, &mut acc.refusals);
@@ -684,30 +684,26 @@ fn measured_runtime(report: Option<&Report>, backend: Backend) -> Option<Version
 }
 
 /// The unit's smoke result, worst device first (`not-run` for declared targets).
-fn unit_smoke(u: &Unit<'_>) -> Option<String> {
+fn unit_smoke(u: &Unit<'_>) -> Option<SmokeCondition> {
     if u.devices.is_empty() {
         // Declared targets: nothing was measured, so measured-outcome conditions cannot hold.
-        return Some("not-run".into());
+        return Some(SmokeCondition::NotRun);
     }
-    let rank = |d: &Device| -> (u8, String) {
-        let s = &d.smoke;
-        match s.outcome {
-            SmokeOutcome::Crash => (6, "crash".into()),
-            SmokeOutcome::Hang => (5, "hang".into()),
-            SmokeOutcome::Fail if s.reserve_failed() => (4, "reserve-fail".into()),
-            SmokeOutcome::Fail => (4, "fail".into()),
-            SmokeOutcome::BadOutput => (3, "bad-output".into()),
-            SmokeOutcome::NotRun => (2, "not-run".into()),
-            // Nothing wrong seen, but too few cycles to count as a pass: lifts no deny.
-            SmokeOutcome::Partial => (2, "partial".into()),
-            SmokeOutcome::Pass => (1, "pass".into()),
+    let rank = |c: SmokeCondition| -> u8 {
+        match c {
+            SmokeCondition::Crash => 6,
+            SmokeCondition::Hang => 5,
+            SmokeCondition::ReserveFail | SmokeCondition::Fail => 4,
+            SmokeCondition::BadOutput => 3,
+            // Partial: nothing wrong seen, but too few cycles to count as a pass: lifts no deny.
+            SmokeCondition::NotRun | SmokeCondition::Partial => 2,
+            SmokeCondition::Pass => 1,
         }
     };
     u.devices
         .iter()
-        .map(|d| rank(d))
-        .max_by_key(|(r, _)| *r)
-        .map(|(_, s)| s)
+        .map(|d| SmokeCondition::of(&d.smoke))
+        .max_by_key(|c| rank(*c))
 }
 
 /// HIP VMM departs from llama.cpp's default only on evidence about the same architecture,

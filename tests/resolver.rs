@@ -1509,3 +1509,25 @@ fn decision_table_covers_every_record() {
         assert!(seen.contains(&q.id), "no table row for {}", q.id);
     }
 }
+
+/// A smoke condition is one of the outcomes a device's smoke test can have: a misspelt one
+/// (`reserve_fail`) would never match, so the file is refused, naming the field and the line.
+#[test]
+fn a_quirk_with_an_unknown_smoke_outcome_is_refused() {
+    let record = |smoke: &str| {
+        format!(
+            "[[quirk]]\nid = \"X2\"\ntitle = \"t\"\nsummary = \"s\"\nseverity = \"high\"\nconfidence = \"high\"\nsources = [\"https://example.org/a\"]\n[quirk.match]\nsmoke = [\"{smoke}\"]\n[quirk.effect]\nwarn = \"w\"\n"
+        )
+    };
+    let ok = record("reserve-fail");
+    let f: gpuprobe::quirks::QuirkFile = gpuprobe::toml_file::parse_toml(&ok, "ok.toml").unwrap();
+    assert_eq!(
+        f.quirk[0].when.smoke,
+        [gpuprobe::quirks::SmokeCondition::ReserveFail]
+    );
+    let bad = record("reserve_fail");
+    let e = gpuprobe::toml_file::parse_toml::<gpuprobe::quirks::QuirkFile>(&bad, "bad.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("bad.toml") && e.contains("reserve_fail"), "{e}");
+}

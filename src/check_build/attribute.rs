@@ -13,7 +13,7 @@ use super::signatures::{Class, FixKind, Hit, Signature, Spec};
 use crate::emit::sh_quote;
 use crate::llama::LlamaTarget;
 use crate::plan::{Flag, Plan};
-use crate::quirks::{Condition, Context, Evaluation, Field, Quirk, Tri};
+use crate::quirks::{Condition, Context, Evaluation, Field, Quirk, SmokeCondition, Tri};
 use crate::report::{Backend, Vendor};
 use crate::version::Version;
 
@@ -26,7 +26,7 @@ pub struct Subject {
     pub arch: String,
     pub index: Option<u32>,
     pub apu: Option<bool>,
-    pub smoke: Option<String>,
+    pub smoke: Option<SmokeCondition>,
     pub driver: Option<Version>,
     /// The build's device line for it, to quote.
     pub line: Option<String>,
@@ -72,7 +72,7 @@ impl Scene<'_> {
             vmm_build: vmm,
             uma: Some(self.uma),
             peer_problem: self.peer_problem,
-            smoke: s.smoke.as_deref(),
+            smoke: s.smoke,
             env_set: &self.input.env_set,
         }
     }

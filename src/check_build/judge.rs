@@ -15,7 +15,7 @@ use crate::llama::LlamaTarget;
 use crate::plan::{Group, Mode, Plan};
 use crate::platform::Os;
 use crate::profiles::Knowledge;
-use crate::quirks::{Severity, ids};
+use crate::quirks::{Severity, SmokeCondition, ids};
 use crate::report::{Backend, Device, Report, SmokeOutcome};
 use crate::resolve::{Devices, Request, resolve};
 
@@ -291,13 +291,6 @@ fn build_line_for<'f>(
             })
         })
         .copied()
-}
-
-fn smoke_word(d: &Device) -> &'static str {
-    match d.smoke.outcome {
-        SmokeOutcome::Fail if d.smoke.reserve_failed() => "reserve-fail",
-        o => o.as_str(),
-    }
 }
 
 fn smoke_words(d: &Device) -> String {
@@ -641,7 +634,7 @@ fn subjects_of(
                 apu: d
                     .integrated
                     .or_else(|| k.targets.get(&d.arch).map(|t| t.apu)),
-                smoke: Some(smoke_word(d).to_string()),
+                smoke: Some(SmokeCondition::of(&d.smoke)),
                 driver: d.driver_version.as_deref().and_then(|v| v.parse().ok()),
                 line: backend_name
                     .and_then(|n| build_line_for(f, n, d))

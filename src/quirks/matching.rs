@@ -2,11 +2,11 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{FixedIn, Match, Quirk};
 use crate::platform::Os;
-use crate::report::Vendor;
+use crate::report::{Smoke, SmokeOutcome, Vendor};
 use crate::targets::TargetTable;
 use crate::version::Version;
 
@@ -35,6 +35,50 @@ impl Tri {
     }
 }
 
+/// A smoke outcome as quirk records name it (`when.smoke`): the report's outcomes, with a fail
+/// at the reserve stage (`reserve-fail`) told apart from other fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SmokeCondition {
+    Pass,
+    Fail,
+    ReserveFail,
+    Hang,
+    Crash,
+    BadOutput,
+    NotRun,
+    Partial,
+}
+
+impl SmokeCondition {
+    /// A device's smoke test, as a condition.
+    pub fn of(s: &Smoke) -> Self {
+        match s.outcome {
+            SmokeOutcome::Fail if s.reserve_failed() => SmokeCondition::ReserveFail,
+            SmokeOutcome::Fail => SmokeCondition::Fail,
+            SmokeOutcome::Pass => SmokeCondition::Pass,
+            SmokeOutcome::Hang => SmokeCondition::Hang,
+            SmokeOutcome::Crash => SmokeCondition::Crash,
+            SmokeOutcome::BadOutput => SmokeCondition::BadOutput,
+            SmokeOutcome::NotRun => SmokeCondition::NotRun,
+            SmokeOutcome::Partial => SmokeCondition::Partial,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SmokeCondition::Pass => "pass",
+            SmokeCondition::Fail => "fail",
+            SmokeCondition::ReserveFail => "reserve-fail",
+            SmokeCondition::Hang => "hang",
+            SmokeCondition::Crash => "crash",
+            SmokeCondition::BadOutput => "bad-output",
+            SmokeCondition::NotRun => "not-run",
+            SmokeCondition::Partial => "partial",
+        }
+    }
+}
+
 /// What is known about one target (declared) or device (probed). `None` means unknown.
 #[derive(Debug, Clone)]
 pub struct Context<'a> {
@@ -51,8 +95,7 @@ pub struct Context<'a> {
     pub vmm_build: Option<bool>,
     pub uma: Option<bool>,
     pub peer_problem: Option<bool>,
-    /// `pass`, `fail`, `reserve-fail`, `hang`, `crash`, `bad-output`, `not-run`.
-    pub smoke: Option<&'a str>,
+    pub smoke: Option<SmokeCondition>,
     pub env_set: &'a [String],
 }
 
@@ -294,14 +337,15 @@ impl Match {
         if !self.smoke.is_empty() {
             let t = ctx
                 .smoke
-                .map_or(Tri::Unknown, |s| Tri::of(self.smoke.iter().any(|w| w == s)));
+                .map_or(Tri::Unknown, |s| Tri::of(self.smoke.contains(&s)));
+            let wanted: Vec<&str> = self.smoke.iter().map(|s| s.as_str()).collect();
             check(
                 Field::Smoke,
                 t,
                 format!(
                     "{} in [{}]",
-                    ctx.smoke.unwrap_or("not measured"),
-                    self.smoke.join(", ")
+                    ctx.smoke.map_or("not measured", SmokeCondition::as_str),
+                    wanted.join(", ")
                 ),
             );
         }

@@ -10,7 +10,7 @@ pub mod ids;
 mod matching;
 pub mod record;
 
-pub use matching::{Condition, Context, Evaluation, Field, Tri};
+pub use matching::{Condition, Context, Evaluation, Field, SmokeCondition, Tri};
 
 use std::collections::BTreeMap;
 
@@ -141,9 +141,9 @@ pub struct Match {
     /// A peer pair without peer access, or whose verified copy failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer_problem: Option<bool>,
-    /// The measured smoke outcome: `pass`, `fail`, `hang`, `crash`, `reserve-fail`.
+    /// The measured smoke outcome: `pass`, `fail`, `hang`, `crash`, `reserve-fail`...
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub smoke: Vec<String>,
+    pub smoke: Vec<SmokeCondition>,
     /// Environment variables that are set (any value).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env_set: Vec<String>,
@@ -503,7 +503,6 @@ fn unsafe_field(q: &Quirk) -> Option<(String, String)> {
     q.when
         .archs
         .iter()
-        .chain(&q.when.smoke)
         .chain(&q.when.env_set)
         .chain(&q.sources)
         .chain(q.fixed_in.iter().flat_map(|f| &f.sources))

@@ -5,6 +5,7 @@
 pub mod check_build;
 pub mod cli;
 pub mod commands;
+pub mod devices;
 pub mod emit;
 pub mod error;
 pub mod evidence;

@@ -6,6 +6,7 @@
 //! run time, into a finding with a level, a reason and a fix. [`runner`] runs a binary safely.
 
 mod attribute;
+pub mod binary;
 pub mod corpus;
 pub mod elf;
 pub mod exercise;

@@ -8,12 +8,12 @@ use anyhow::Result;
 
 use super::detect::probe_options;
 use super::print;
+use crate::check_build::binary;
 use crate::check_build::corpus::Corpus;
 use crate::check_build::signatures::SignatureTable;
 use crate::check_build::{self, InputInfo, InputKind, Options, runner};
 use crate::cli::CheckBuildArgs;
 use crate::plan::Mode;
-use crate::platform::Os;
 use crate::profiles::Knowledge;
 use crate::report::Report;
 
@@ -42,17 +42,6 @@ fn read_log(path: &Path) -> Result<String, crate::Error> {
         ));
     }
     Ok(text)
-}
-
-fn host_os(report: Option<&Report>) -> Os {
-    let os = report
-        .map(|r| r.host.os.clone())
-        .unwrap_or_else(|| crate::probe::host().os);
-    match os.as_str() {
-        "windows" => Os::Windows,
-        "wsl" => Os::Wsl,
-        _ => Os::Linux,
-    }
 }
 
 pub fn run(a: &CheckBuildArgs) -> Result<i32> {
@@ -84,17 +73,19 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
         )
         .into());
     }
-    let mut needed = std::collections::BTreeSet::new();
     let mut corpus = Corpus::default();
-    let mut runs = Vec::new();
-    let mut extra = Vec::new();
+    let mut seen = binary::Examined::default();
     let mut paths: Vec<String> = Vec::new();
-    let mut binary_dir = None;
     if let Some(bin) = &a.binary {
-        let seen = examine_binary(bin, opts.timeout, &mut corpus, &mut needed)?;
-        (runs, extra, binary_dir) = seen;
+        seen = binary::examine(bin, opts.timeout, &mut corpus)?;
         paths.push(bin.display().to_string());
     }
+    let binary::Examined {
+        runs,
+        findings: mut extra,
+        binary_dir,
+        needed,
+    } = seen;
     // Every log is read before anything is probed: a bad one fails first.
     for log in &a.log {
         let text = read_log(log)?;
@@ -147,14 +138,14 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
     };
     // The toolkit the build's libraries reveal, against the driver measured here.
     if let Some(m) = machine.as_ref() {
-        extra.extend(toolkit_findings(m, &needed));
+        extra.extend(binary::toolkit_findings(m, &needed));
     }
-    let env_set = env_set_for(&k, machine.as_ref());
+    let env_set = binary::env_set_for(&k, machine.as_ref());
     let options = Options {
         knowledge: &k,
         signatures: &signatures,
         binary_dir,
-        os: host_os(machine.as_ref().map(|m| m.report)),
+        os: crate::devices::host_os(machine.as_ref().map(|m| m.report)),
         machine,
         llama_build: a.llama_build,
         env_set,
@@ -171,114 +162,6 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
         print(&check_build::render(&report))?;
     }
     Ok(report.summary.exit_code)
-}
-
-/// Will the binary load here (its ELF read before it runs: a missing library or symbol version
-/// is named, not left to the loader's one-line error), and what it says when run. Returns its
-/// runs, the findings so far and its folder; the libraries it needs go to `needed`.
-#[allow(clippy::type_complexity)]
-fn examine_binary(
-    bin: &Path,
-    timeout: std::time::Duration,
-    corpus: &mut Corpus,
-    needed: &mut std::collections::BTreeSet<String>,
-) -> Result<(
-    Vec<runner::Invocation>,
-    Vec<check_build::Finding>,
-    Option<String>,
-)> {
-    // Will it load here? Read before running it: a missing library or symbol version is
-    // named, not left to the loader's one-line error.
-    let located = runner::locate(bin)?;
-    let binary_dir = located.parent().map(|d| d.display().to_string());
-    let load = check_build::elf::check(&located);
-    needed.extend(load.program.needed.iter().cloned());
-    for (_, l) in &load.backends {
-        needed.extend(l.needed.iter().cloned());
-    }
-    let load_findings = check_build::elf::findings(&load);
-    if load.cannot_start() {
-        eprintln!(
-            "gpuprobe: {} cannot start on this machine (see the findings); it was not run",
-            crate::host::printable(&bin.display().to_string())
-        );
-        Ok((Vec::new(), load_findings, binary_dir))
-    } else {
-        let out = runner::examine(bin, timeout)?;
-        let short = bin
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_else(|| bin.display().to_string());
-        for r in &out.runs {
-            corpus.push(r.command(Path::new(&short)), &r.output);
-        }
-        let mut extra = out.findings;
-        extra.extend(load_findings);
-        Ok((out.runs, extra, binary_dir))
-    }
-}
-
-/// The CUDA toolkit the build's libraries reveal, against the driver measured here.
-fn toolkit_findings(
-    m: &check_build::Machine<'_>,
-    needed: &std::collections::BTreeSet<String>,
-) -> Vec<check_build::Finding> {
-    let mut extra = Vec::new();
-    if let Some(driver) = crate::host::toolkit::driver_cuda(m.report) {
-        let module = crate::host::toolkit::driver_module(m.report);
-        for (backend, major, lib) in check_build::elf::toolkits(needed) {
-            if backend != crate::report::Backend::Cuda {
-                continue;
-            }
-            if let Some(mm) = crate::host::toolkit::cuda_vs_driver(
-                &format!("the build needs {lib}, so it was built with"),
-                &crate::version::Version::from_number(major),
-                &driver,
-                module.as_deref(),
-            ) {
-                extra.push(
-                    check_build::Finding::new(
-                        "toolkit-newer-than-driver",
-                        match mm.level {
-                            crate::report::CheckLevel::Error => check_build::Level::Error,
-                            _ => check_build::Level::Warning,
-                        },
-                        format!("built with CUDA {major}, newer than this driver supports"),
-                        mm.message,
-                    )
-                    .fix(mm.fix),
-                );
-            }
-        }
-    }
-    extra
-}
-
-/// The environment variables the quirks may ask about: the report's, or the watched ones set
-/// here and any runtime variable a quirk recommends that is already set (advice that is already
-/// followed is only information).
-fn env_set_for(k: &Knowledge, machine: Option<&check_build::Machine<'_>>) -> Vec<String> {
-    match machine {
-        Some(m) if m.mode == Mode::Report => m
-            .report
-            .environment
-            .iter()
-            .map(|e| e.name.clone())
-            .collect(),
-        _ => {
-            // The watched variables, and any runtime variable a quirk recommends that is
-            // already set here (advice that is already followed is only information).
-            let mut names = crate::probe::env::set_names();
-            for q in &k.quirks {
-                for name in q.effect.env.keys() {
-                    if std::env::var_os(name).is_some() && !names.contains(name) {
-                        names.push(name.clone());
-                    }
-                }
-            }
-            names
-        }
-    }
 }
 
 /// Writes `text` to `path` whole, or not at all.
@@ -336,7 +219,7 @@ fn exercise(a: &CheckBuildArgs, k: &Knowledge, saved: Option<&Report>) -> Result
     });
     let llama_build = match a.llama_build {
         Some(n) => Some(n),
-        None => build_next_to(&tbo, probe_options(&a.probe)?.timeout),
+        None => binary::build_next_to(&tbo, probe_options(&a.probe)?.timeout),
     };
     let kernel_log = std::env::var_os("GPUPROBE_DMESG")
         .map(PathBuf::from)
@@ -377,20 +260,4 @@ fn exercise(a: &CheckBuildArgs, k: &Knowledge, saved: Option<&Report>) -> Result
         print(&result.render())?;
     }
     Ok(result.exit_code())
-}
-
-/// The build number a program of the same build says (`llama-cli --version`), when it is there.
-fn build_next_to(tbo: &Path, timeout: std::time::Duration) -> Option<u64> {
-    let dir = tbo.parent()?;
-    let prog = [
-        "llama-cli",
-        "llama-completion",
-        "llama-server",
-        "llama-bench",
-    ]
-    .iter()
-    .map(|n| dir.join(n))
-    .find(|p| p.is_file())?;
-    let inv = runner::run(&prog, &["--version"], timeout);
-    crate::check_build::parse::parse(&inv.output).version.build
 }

@@ -5,6 +5,7 @@ use anyhow::Result;
 use super::detect::probe_options;
 use super::print;
 use crate::cli::{CmakeFlagsArgs, Format, OsChoice};
+use crate::devices::{fleet, host_os, machine_gpus, plan_backends};
 use crate::emit;
 use crate::evidence::Document;
 use crate::llama::LlamaTarget;
@@ -20,113 +21,6 @@ fn parse_version(flag: &str, s: &str) -> Result<Version> {
     s.parse::<Version>().map_err(|e| {
         crate::Error::input(flag, e.to_string(), "give a version such as 6.4.1 or 12.8").into()
     })
-}
-
-/// `--machine`: one name per GPU (repeats mean several of a kind); family tokens are refused,
-/// since a machine has concrete GPUs.
-pub fn machine_gpus(k: &Knowledge, list: &str) -> Result<Vec<String>> {
-    let mut out = Vec::new();
-    for item in list
-        .split([',', ';', ' '])
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-    {
-        let name = crate::targets::normalise(item);
-        if k.targets
-            .family
-            .iter()
-            .any(|f| f.token.eq_ignore_ascii_case(&name))
-        {
-            return Err(crate::Error::input(
-                "--machine",
-                format!("`{item}` is a family of GPUs, not one GPU"),
-                "name each GPU of the machine (e.g. --machine gfx1201,gfx1103), or use --targets for a family",
-            )
-            .into());
-        }
-        let expanded = k.targets.expand(item).map_err(|e| match e {
-            crate::Error::Input { message, fix, .. } => {
-                crate::Error::input("--machine", message, fix)
-            }
-            other => other,
-        })?;
-        out.extend(expanded);
-    }
-    if out.is_empty() {
-        return Err(crate::Error::input(
-            "--machine",
-            "no GPU named",
-            "name each GPU of the machine, e.g. --machine gfx1201,gfx1103",
-        )
-        .into());
-    }
-    Ok(out)
-}
-
-/// Several reports without --targets: a fleet. The union of their GPU architectures, their OS
-/// and HIP runtime series where all reports agree.
-fn fleet(k: &Knowledge, reports: &[&Report]) -> Result<(Vec<String>, Option<Os>, Option<Version>)> {
-    let mut archs: Vec<String> = Vec::new();
-    for r in reports {
-        for d in &r.devices {
-            if k.targets.get(&d.arch).is_some() && !archs.contains(&d.arch) {
-                archs.push(d.arch.clone());
-            }
-        }
-    }
-    if archs.is_empty() {
-        return Err(crate::Error::input(
-            "--from",
-            "none of the reports lists a GPU with a known architecture",
-            "pass reports from machines whose GPUs were found, or declare --targets",
-        )
-        .into());
-    }
-    let oses: Vec<Os> = crate::resolve::dedup(reports.iter().map(|r| Os::from_host(&r.host.os)));
-    let series: Vec<Option<Version>> = crate::resolve::dedup(reports.iter().map(|r| {
-        r.backends
-            .iter()
-            .find(|b| b.backend == Backend::Hip)
-            .and_then(|b| b.runtime_version.as_deref())
-            .and_then(crate::evidence::series_of)
-    }));
-    Ok((
-        archs,
-        (oses.len() == 1).then(|| oses[0]),
-        match series.as_slice() {
-            [Some(v)] => Some(v.clone()),
-            _ => None,
-        },
-    ))
-}
-
-/// The backends a plan can be about: the one asked for, else those of its devices. Toolkits
-/// are looked up only for these (a CUDA plan has no use for the ROCm on PATH).
-fn plan_backends(k: &Knowledge, asked: Option<Backend>, devices: &Devices<'_>) -> Vec<Backend> {
-    if let Some(b) = asked {
-        return vec![b];
-    }
-    let of_vendor = |v: crate::report::Vendor| match v {
-        crate::report::Vendor::Amd => Backend::Hip,
-        crate::report::Vendor::Nvidia => Backend::Cuda,
-    };
-    let all: Vec<Backend> = match devices {
-        Devices::Declared(names) | Devices::Machine(names) => names
-            .iter()
-            .filter_map(|n| k.targets.get(n))
-            .map(|t| of_vendor(t.vendor))
-            .collect(),
-        Devices::Measured { report, .. } => report.devices.iter().map(|d| d.backend).collect(),
-    };
-    crate::resolve::dedup(all.into_iter())
-}
-
-/// The OS of the measured host, or of this one.
-pub fn host_os(report: Option<&Report>) -> Os {
-    match report {
-        Some(r) => Os::from_host(&r.host.os),
-        None => Os::from_host(&crate::probe::host().os),
-    }
 }
 
 pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
@@ -356,10 +250,10 @@ fn declared_devices<'a>(
             mode: Mode::Report,
         }
     } else if reports.len() > 1 {
-        let (archs, os, series) = fleet(k, &reports)?;
-        fleet_os = os;
-        fleet_series = series;
-        Devices::Declared(archs)
+        let fleet = fleet(k, &reports)?;
+        fleet_os = fleet.os;
+        fleet_series = fleet.hip_series;
+        Devices::Declared(fleet.archs)
     } else if !docs.is_empty() {
         return Err(crate::Error::input(
             "--from",

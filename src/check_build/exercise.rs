@@ -817,6 +817,23 @@ impl Exercise {
     }
 }
 
+/// The quirk records a saved document implies: an exercise result's workload failures, else
+/// (any other schema is read as a detect report) its smoke failures; with what was not recorded.
+pub fn records_of_document(
+    text: &str,
+    origin: &str,
+) -> crate::Result<(Vec<crate::quirks::record::Record>, Vec<String>)> {
+    let schema = serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| v.get("schema").and_then(|s| s.as_str()).map(str::to_string));
+    if schema.as_deref() == Some(SCHEMA) {
+        Ok(records(&Exercise::from_json(text, origin)?))
+    } else {
+        let report = crate::report_file::parse_report(text, origin)?;
+        Ok((crate::quirks::record::from_report(&report), Vec::new()))
+    }
+}
+
 /// Local quirk records (VMM denied) for the devices whose run hung, crashed or faulted, when the
 /// build had the VMM pool compiled in (a failure of a legacy-pool build says nothing about VMM).
 pub fn records(ex: &Exercise) -> (Vec<crate::quirks::record::Record>, Vec<String>) {

@@ -153,16 +153,7 @@ fn record(
                 crate::files::MAX_INPUT_BYTES,
                 "pass a file written by `gpuprobe detect --json` or `gpuprobe check-build --exercise --json`",
             )?;
-            let schema = serde_json::from_str::<serde_json::Value>(&text)
-                .ok()
-                .and_then(|v| v.get("schema").and_then(|s| s.as_str()).map(str::to_string));
-            if schema.as_deref() == Some(crate::check_build::exercise::SCHEMA) {
-                let ex = crate::check_build::exercise::Exercise::from_json(&text, &origin)?;
-                crate::check_build::exercise::records(&ex)
-            } else {
-                let report = crate::report_file::parse_report(&text, &origin)?;
-                (crate::quirks::record::from_report(&report), Vec::new())
-            }
+            crate::check_build::exercise::records_of_document(&text, &origin)?
         }
         None => {
             let report = crate::probe::detect(&super::detect::probe_options(probe)?);

@@ -1384,7 +1384,7 @@ fn judge_archs(
     let group = plan.and_then(|p| p.groups.first());
     for f in &mut out[start..] {
         f.evidence.extend(registry.clone());
-        if f.id == "arch-missing"
+        if f.id == ARCH_MISSING
             && let Some(g) = group
         {
             let archs: Vec<String> = g
@@ -1397,6 +1397,10 @@ fn judge_archs(
         }
     }
 }
+
+/// The finding for a GPU whose architecture the build does not contain: the plan's rebuild line
+/// is attached to it after the fact.
+const ARCH_MISSING: &str = "arch-missing";
 
 fn judge_archs_inner(
     input: &Input<'_>,
@@ -1458,7 +1462,7 @@ fn judge_archs_inner(
         } else if let Some(a) = lower {
             out.push(
                 Finding::new(
-                    "arch-missing",
+                    ARCH_MISSING,
                     Level::Warning,
                     format!("{} is not among the compiled CUDA architectures", s.arch),
                     format!(
@@ -1472,7 +1476,7 @@ fn judge_archs_inner(
         } else {
             out.push(
                 Finding::new(
-                    "arch-missing",
+                    ARCH_MISSING,
                     Level::Error,
                     format!("{} is older than every compiled CUDA architecture", s.arch),
                     format!("ARCHS = {list}: nothing in the build runs on {} (`no kernel image is available for execution on the device`)", s.arch),

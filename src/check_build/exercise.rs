@@ -912,7 +912,10 @@ pub fn records(ex: &Exercise) -> (Vec<crate::quirks::record::Record>, Vec<String
         });
         m["archs"] = value(Array::from_iter([d.arch.as_str()]));
         if ex.binary.backend == BinaryBackend::Hip
-            && let Some(mm) = ex.runtime_version.as_deref().and_then(major_minor)
+            && let Some(mm) = ex
+                .runtime_version
+                .as_deref()
+                .and_then(crate::evidence::series_of)
         {
             m["runtime"] = value(format!("{mm}:{mm}"));
         }
@@ -928,11 +931,4 @@ pub fn records(ex: &Exercise) -> (Vec<crate::quirks::record::Record>, Vec<String
         out.push(crate::quirks::record::Record { id, table: t });
     }
     (out, skipped)
-}
-
-fn major_minor(v: &str) -> Option<String> {
-    let mut it = v.split(['.', '-']);
-    let a = it.next()?.parse::<u64>().ok()?;
-    let b = it.next()?.parse::<u64>().ok()?;
-    Some(format!("{a}.{b}"))
 }

@@ -90,7 +90,7 @@ fn table_for(report: &Report, d: &Device, id: &str, stage: &str) -> Table {
     if let Some(mm) = d
         .runtime_version
         .as_deref()
-        .and_then(major_minor)
+        .and_then(crate::evidence::series_of)
         .filter(|_| d.backend == crate::report::Backend::Hip)
     {
         m["runtime"] = value(format!("{mm}:{mm}"));
@@ -109,13 +109,6 @@ fn table_for(report: &Report, d: &Device, id: &str, stage: &str) -> Table {
     t["effect"] = Item::Table(e);
     t["sources"] = value(Array::new());
     t
-}
-
-fn major_minor(v: &str) -> Option<String> {
-    let mut it = v.split(['.', '-']);
-    let a = it.next()?.parse::<u64>().ok()?;
-    let b = it.next()?.parse::<u64>().ok()?;
-    Some(format!("{a}.{b}"))
 }
 
 /// Adds or replaces `records` in `path` (created with a header if missing), keeping everything

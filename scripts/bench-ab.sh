@@ -33,6 +33,8 @@ for label, vis in views:
 times = {c[0]: [] for c in configs}
 for _ in range(rounds):
     for name, env, cmd in configs:
+        # Every run starts on GPUs that the previous run's processes are gone from.
+        time.sleep(0.3)
         t0 = time.perf_counter()
         r = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
         times[name].append((time.perf_counter() - t0) * 1000)

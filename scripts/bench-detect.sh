@@ -55,6 +55,9 @@ if n >= 2:
     ]
 
 def run(cmds, e):
+    # A GPU that the previous run's process is still being torn down on (gpuprobe does not
+    # wait for that) would slow this run: every run starts after a pause.
+    time.sleep(0.3)
     t0 = time.perf_counter()
     ps = [subprocess.Popen(c, env=e, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for c in cmds]
     codes = [p.wait(timeout=600) for p in ps]

@@ -215,7 +215,7 @@ pub struct Child {
 impl Child {
     fn from_outcome(o: &Outcome) -> Self {
         Child {
-            events: o.events.clone(),
+            events: o.events.iter().map(|e| e.raw.clone()).collect(),
             garbage: o.garbage.clone(),
             stderr_tail: o.stderr_tail.clone(),
             exit: match &o.exit {
@@ -231,7 +231,11 @@ impl Child {
 
     fn to_outcome(&self) -> Outcome {
         Outcome {
-            events: self.events.clone(),
+            events: self
+                .events
+                .iter()
+                .filter_map(|v| crate::probe::protocol::Received::from_value(v.clone()))
+                .collect(),
             garbage: self.garbage.clone(),
             stderr_tail: self.stderr_tail.clone(),
             exit: match &self.exit {
@@ -774,7 +778,7 @@ fn version_output(tool: &Path) -> Option<String> {
     let mut lines: Vec<String> = out
         .events
         .iter()
-        .map(Value::to_string)
+        .map(|e| e.raw.to_string())
         .chain(out.garbage)
         .collect();
     lines.extend(out.stderr_tail);

@@ -4,9 +4,8 @@
 
 use std::io::Write;
 
-use serde_json::{Value, json};
-
-use crate::report::ApiError;
+use super::protocol::{Cycle, Event, Message, Stage};
+use crate::report::SmokeStage;
 
 pub struct Emitter {
     out: std::io::Stdout,
@@ -30,10 +29,18 @@ impl Emitter {
         }
     }
 
-    pub fn emit(&mut self, mut v: Value) {
-        if let (Some(d), Some(o)) = (self.device, v.as_object_mut()) {
-            o.insert("device".into(), d.into());
-        }
+    pub fn emit(&mut self, event: impl Into<Event>) {
+        let message = Message {
+            device: self.device,
+            event: event.into(),
+        };
+        // Through a JSON value, whose keys are sorted: the lines are byte for byte what they were
+        // when the child built them as values.
+        let Ok(v) = serde_json::to_value(&message) else {
+            // Only `Event::Unknown` cannot be written, and no child writes it.
+            debug_assert!(false, "unwritable event {message:?}");
+            return;
+        };
         // Whole lines in one write under stdout's lock: threads never interleave inside a line.
         let line = format!("{v}\n");
         let mut lock = self.out.lock();
@@ -43,15 +50,16 @@ impl Emitter {
     }
 
     /// Announces a stage before it starts (flushed, so a hang inside it still names it).
-    pub fn stage(&mut self, stage: &str, cycle: u32, pool: u32, growth: u32) {
-        self.emit(json!({"event":"stage","stage":stage,"cycle":cycle,"pool":pool,"growth":growth}));
+    pub fn stage(&mut self, stage: impl Into<SmokeStage>, cycle: u32, pool: u32, growth: u32) {
+        self.emit(Event::Stage(Stage {
+            stage: Some(stage.into()),
+            cycle: Some(cycle),
+            pool: Some(pool),
+            growth: Some(growth),
+        }));
     }
 
     pub fn cycle(&mut self, cycle: u32) {
-        self.emit(json!({"event":"cycle","cycle":cycle}));
+        self.emit(Event::Cycle(Cycle { cycle: Some(cycle) }));
     }
-}
-
-pub fn api_error_json(e: &ApiError) -> Value {
-    json!({"api": e.api, "code": e.code, "name": e.name, "message": e.message})
 }

@@ -11,13 +11,11 @@
 
 use std::process::Command;
 
-use serde_json::Value;
-
 use super::count::{Count, Source};
 use super::hip_build::{
     ProbeProgram, build_failed_check, error_lines, probe_program, rejected_check, say_build_failed,
 };
-use super::interpret::{api_error, device_from_event, smoke_from};
+use super::interpret::{device_from_event, smoke_from};
 use super::sysfs::{self, DrmGpu, KfdGpu};
 use super::{
     ProbeOptions, no_hello_status, peer_results, record_run, run_children, unknown_device,
@@ -373,10 +371,10 @@ impl Run<'_> {
         };
         let run = run_children(&make, self.opts, "hip", Some(runnable), counted, t0);
         let mut brun = run.backend_run(crate::report::Backend::Hip);
-        let hello = run.hello.clone().unwrap_or(Value::Null);
-        self.st.runtime_version = hello["runtime_version"].as_str().map(str::to_string);
-        self.st.driver_version = hello["driver_version"].as_str().map(str::to_string);
-        let hello_err = api_error(&hello["error"]);
+        let hello = run.hello.clone().unwrap_or_default();
+        self.st.runtime_version = hello.runtime_version.clone();
+        self.st.driver_version = hello.driver_version.clone();
+        let hello_err = hello.error.clone();
         if run.hello.is_none() || hello_err.is_some() {
             let smoke = match &hello_err {
                 Some(e) => Smoke::not_run(format!("the HIP runtime sees no usable device: {e}")),
@@ -412,7 +410,7 @@ impl Run<'_> {
             record_run(report, brun);
             return;
         }
-        let count = hello["device_count"].as_u64().unwrap_or(0) as usize;
+        let count = hello.device_count.unwrap_or(0) as usize;
         let Paired {
             mut entries,
             taken,
@@ -462,7 +460,7 @@ impl Run<'_> {
                 (
                     *i,
                     smoke_from(out, self.opts.timeout, self.opts.smoke),
-                    out.events_of("device").find_map(|e| {
+                    out.devices().find_map(|e| {
                         device_from_event(e, Backend::Hip, DeviceSource::ProbeProgram)
                     }),
                 )

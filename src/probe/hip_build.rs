@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::hip::{PROBE_ENV, PROBE_HEADER, PROBE_SOURCE};
@@ -265,7 +264,7 @@ fn build_live(hipcc: &Path, dir: &Path, exe: &Path, archs: &[String]) -> Build {
     );
     let out = super::orchestrator::run(cmd, BUILD_TIMEOUT);
     let mut output: Vec<String> = out.garbage.clone();
-    output.extend(out.events.iter().map(Value::to_string));
+    output.extend(out.events.iter().map(|e| e.raw.to_string()));
     output.extend(out.stderr_tail.iter().cloned());
     match out.exit {
         super::orchestrator::Exit::Code(0) => {

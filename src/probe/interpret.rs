@@ -2,50 +2,35 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
-
 use super::orchestrator::{Exit, Outcome, signal_name};
+use super::protocol::{DeviceEvent, SmokeResult, Verdict};
 use crate::report::{
     ApiError, Backend, BadCheck, Device, DeviceSource, Smoke, SmokeGrowth, SmokeOutcome, SmokeStage,
 };
 
-pub fn api_error(v: &Value) -> Option<ApiError> {
-    if v.is_null() || !v.is_object() {
-        return None;
-    }
-    Some(ApiError {
-        api: v["api"].as_str().unwrap_or("unknown").to_string(),
-        code: v["code"].as_i64().unwrap_or(-1),
-        name: v["name"].as_str().map(str::to_string),
-        message: v["message"].as_str().map(str::to_string),
-    })
-}
-
 /// A device from a `device` event; `None` if the event lacks the essentials.
-pub fn device_from_event(e: &Value, backend: Backend, source: DeviceSource) -> Option<Device> {
-    let index = e["index"].as_u64()? as u32;
-    let name = e["name"].as_str()?.to_string();
-    let arch = e["arch"].as_str()?.to_string();
-    let u = |k: &str| e[k].as_u64();
+pub fn device_from_event(
+    e: &DeviceEvent,
+    backend: Backend,
+    source: DeviceSource,
+) -> Option<Device> {
+    let e = e.facts()?;
     Some(Device {
-        index,
+        index: e.index?,
         backend,
         vendor: backend.vendor(),
-        name,
-        arch,
-        arch_features: e["arch_features"]
-            .as_str()
-            .filter(|s| !s.is_empty())
-            .map(str::to_string),
-        compute_capability: e["compute_capability"].as_str().map(str::to_string),
-        vram_total_bytes: u("vram_total_bytes"),
-        vram_free_bytes: u("vram_free_bytes"),
-        pci_bus_id: e["pci_bus_id"].as_str().map(str::to_string),
-        integrated: e["integrated"].as_bool(),
-        wave_size: u("wave_size").map(|w| w as u32),
-        vmm_supported: e["vmm_supported"].as_bool(),
-        granularity_min: u("granularity_min"),
-        granularity_recommended: u("granularity_recommended"),
+        name: e.name.clone(),
+        arch: e.arch.clone(),
+        arch_features: e.arch_features.clone().filter(|s| !s.is_empty()),
+        compute_capability: e.compute_capability.clone(),
+        vram_total_bytes: e.vram_total_bytes,
+        vram_free_bytes: e.vram_free_bytes,
+        pci_bus_id: e.pci_bus_id.clone(),
+        integrated: e.integrated,
+        wave_size: e.wave_size,
+        vmm_supported: e.vmm_supported,
+        granularity_min: e.granularity_min,
+        granularity_recommended: e.granularity_recommended,
         driver_version: None,
         runtime_version: None,
         source,
@@ -76,7 +61,7 @@ pub fn smoke_from(out: &Outcome, timeout: Duration, smoke_requested: bool) -> Sm
                     stage_note()
                 ),
             );
-            s.stage = out.last_stage().map(SmokeStage::from);
+            s.stage = out.last_stage();
             s
         }
         Exit::Signal(sig) => {
@@ -89,7 +74,7 @@ pub fn smoke_from(out: &Outcome, timeout: Duration, smoke_requested: bool) -> Sm
                 ),
             );
             s.signal = Some(*sig);
-            s.stage = out.last_stage().map(SmokeStage::from);
+            s.stage = out.last_stage();
             s
         }
         Exit::Code(_) | Exit::AfterDone => {
@@ -118,10 +103,10 @@ fn smoke_from_report(
     smoke_requested: bool,
     stage_note: impl Fn() -> String,
 ) -> Smoke {
-    match out.event("smoke") {
-        Some(ev) if out.complete() && code == 0 => from_event(ev),
+    match out.smoke().map(|e| e.result()) {
+        Some(ev) if out.complete() && code == 0 => from_event(&ev),
         Some(ev) => {
-            let mut s = from_event(ev);
+            let mut s = from_event(&ev);
             if !out.complete() {
                 s.outcome = SmokeOutcome::BadOutput;
                 s.reason = Some(format!(
@@ -146,52 +131,50 @@ fn smoke_from_report(
                 )
             };
             let mut s = Smoke::with_outcome(SmokeOutcome::BadOutput, format!("the probe {what}"));
-            s.stage = out.last_stage().map(SmokeStage::from);
+            s.stage = out.last_stage();
             s
         }
     }
 }
 
-fn from_event(ev: &Value) -> Smoke {
-    let outcome = match ev["outcome"].as_str() {
-        Some("pass") => SmokeOutcome::Pass,
-        Some("fail") => SmokeOutcome::Fail,
-        Some("not-run") => SmokeOutcome::NotRun,
-        _ => SmokeOutcome::BadOutput,
+fn from_event(ev: &SmokeResult) -> Smoke {
+    let outcome = match ev.outcome {
+        Some(Verdict::Pass) => SmokeOutcome::Pass,
+        Some(Verdict::Fail) => SmokeOutcome::Fail,
+        Some(Verdict::NotRun) => SmokeOutcome::NotRun,
+        None => SmokeOutcome::BadOutput,
     };
-    let u = |k: &str| ev[k].as_u64();
-    let u32_of = |k: &str| u(k).and_then(|v| u32::try_from(v).ok());
     let mut s = Smoke::with_outcome(outcome, "");
-    s.stage = ev["failed_stage"].as_str().map(SmokeStage::from);
-    s.error = api_error(&ev["error"]);
-    s.cycles_done = u32_of("cycles_done");
-    s.cycles = u32_of("cycles");
-    s.chunks_per_cycle = u32_of("chunks_per_cycle");
-    s.chunk_bytes = u("chunk_bytes");
-    s.reserve_bytes = u("reserve_bytes");
-    s.mismatches = u("mismatches");
-    s.first_bad_offset = u("first_bad_offset");
-    s.first_bad_value = u32_of("first_bad_value");
-    s.expected_value = u32_of("expected_value");
-    s.whole_range_access_helped = ev["whole_range_access_helped"].as_bool();
-    s.vram_free_before = u("vram_free_before");
-    s.vram_free_after = u("vram_free_after");
-    s.elapsed_ms = ev["elapsed_ms"].as_f64();
+    s.stage = ev.failed_stage.clone();
+    s.error = ev.error.clone();
+    s.cycles_done = ev.cycles_done;
+    s.cycles = ev.cycles;
+    s.chunks_per_cycle = ev.chunks_per_cycle;
+    s.chunk_bytes = ev.chunk_bytes;
+    s.reserve_bytes = ev.reserve_bytes;
+    s.mismatches = ev.mismatches;
+    s.first_bad_offset = ev.first_bad_offset;
+    s.first_bad_value = ev.first_bad_value;
+    s.expected_value = ev.expected_value;
+    s.whole_range_access_helped = ev.whole_range_access_helped;
+    s.vram_free_before = ev.vram_free_before;
+    s.vram_free_after = ev.vram_free_after;
+    s.elapsed_ms = ev.elapsed_ms;
     let growth = SmokeGrowth {
-        plan_version: u32_of("plan_version"),
-        min_cycles: u32_of("min_cycles"),
-        pools: u32_of("pools"),
-        failed_cycle: u32_of("failed_cycle"),
-        failed_pool: u32_of("failed_pool"),
-        failed_growth: u32_of("failed_growth"),
-        bad_check: ev["bad_check"].as_str().map(BadCheck::from),
-        smallest_chunk_bytes: u("smallest_chunk_bytes"),
-        largest_chunk_bytes: u("largest_chunk_bytes"),
-        largest_pool_bytes: u("largest_pool_bytes"),
-        long_target_bytes: u("long_target_bytes"),
-        long_growths: u32_of("long_growths"),
-        host_checked_bytes: u("host_checked_bytes"),
-        long_phase_ms: ev["long_phase_ms"].as_f64(),
+        plan_version: ev.plan_version,
+        min_cycles: ev.min_cycles,
+        pools: ev.pools,
+        failed_cycle: ev.failed_cycle,
+        failed_pool: ev.failed_pool,
+        failed_growth: ev.failed_growth,
+        bad_check: ev.bad_check.clone(),
+        smallest_chunk_bytes: ev.smallest_chunk_bytes,
+        largest_chunk_bytes: ev.largest_chunk_bytes,
+        largest_pool_bytes: ev.largest_pool_bytes,
+        long_target_bytes: ev.long_target_bytes,
+        long_growths: ev.long_growths,
+        host_checked_bytes: ev.host_checked_bytes,
+        long_phase_ms: ev.long_phase_ms,
     };
     s.growth = (growth != SmokeGrowth::default()).then_some(growth);
     // The parent's own plan decides how many cycles count: a probe cannot lower the bar.
@@ -208,7 +191,7 @@ fn from_event(ev: &Value) -> Smoke {
             pass_reason(&s),
             s.cycles_done.unwrap_or(0)
         ),
-        SmokeOutcome::NotRun => ev["reason"].as_str().unwrap_or("not run").to_string(),
+        SmokeOutcome::NotRun => ev.reason.clone().unwrap_or_else(|| "not run".into()),
         _ => fail_reason(&s),
     });
     s

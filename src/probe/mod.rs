@@ -11,6 +11,7 @@ pub mod hip;
 pub mod hip_build;
 pub mod interpret;
 pub mod orchestrator;
+pub mod protocol;
 pub mod recorded;
 pub mod shared_child;
 pub mod smoke_pattern;
@@ -22,8 +23,6 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use crate::host::{HostView, checks, visible};
 use crate::report::{
     Backend, BackendRun, BackendState, BackendStatus, ChildMode, Device, DeviceSource,
@@ -32,6 +31,7 @@ use crate::report::{
 };
 use interpret::{device_from_event, smoke_from};
 use orchestrator::{Exit, Outcome};
+use protocol::{Hello, Peer};
 
 /// Which backends `detect` probes: both (`auto`), or one.
 #[derive(
@@ -160,7 +160,7 @@ fn device_args(cmd: &mut Command, index: u32, opts: &ProbeOptions) {
 
 /// Result of running one backend's children.
 pub(crate) struct Children {
-    pub(crate) hello: Option<Value>,
+    pub(crate) hello: Option<Hello>,
     /// (device index, outcome), in index order.
     pub(crate) devices: Vec<(u32, Outcome)>,
     /// When each device child was started (from the start of `detect`), by device index.
@@ -242,9 +242,9 @@ pub(crate) fn run_children(
     if only.is_none()
         && count.source == count::Source::Hello
         && let Some((_, _, first)) = started.first_mut()
-        && let Some(hl) = first.wait_for("hello")
+        && let Some(hl) = first.wait_for_hello()
     {
-        let n = hl["device_count"].as_u64().unwrap_or(0) as u32;
+        let n = hl.device_count.unwrap_or(0);
         started.extend((1..n).map(start));
         if peer.is_none() && wants_peer(n as usize) {
             peer = Some(start_peer());
@@ -258,13 +258,8 @@ pub(crate) fn run_children(
     };
     let mut done = finish(started);
     let mut peer = peer.map(|(at, s)| (at, s.finish(h)));
-    let hello = done.iter().find_map(|(_, _, o)| o.event("hello").cloned());
-    if let Some(n) = hello
-        .as_ref()
-        .filter(|hl| interpret::api_error(&hl["error"]).is_none())
-        .and_then(|hl| hl["device_count"].as_u64())
-    {
-        let n = n as u32;
+    let hello = done.iter().find_map(|(_, _, o)| o.hello().cloned());
+    if let Some(n) = hello.as_ref().and_then(Hello::usable_devices) {
         done.retain(|(i, _, _)| *i < n);
         if only.is_none() {
             // The files counted fewer devices than the runtime shows: start the rest now.
@@ -301,14 +296,13 @@ impl Children {
             .iter()
             .find(|(i, _)| *i == index)
             .map(|(_, s)| *s);
-        let f = |e: Option<&Value>, k: &str| e.and_then(|e| e[k].as_f64());
-        let device = out.event("device");
+        let device = out.devices().next().and_then(|d| d.facts());
         Some(StageTimings {
             start_ms: start.map(ms),
-            driver_init_ms: f(out.event("hello"), "init_ms"),
-            context_ms: f(device, "context_ms"),
-            queries_ms: f(device, "queries_ms"),
-            smoke_ms: f(out.event("smoke"), "elapsed_ms"),
+            driver_init_ms: out.hello().and_then(|h| h.init_ms),
+            context_ms: device.and_then(|d| d.context_ms),
+            queries_ms: device.and_then(|d| d.queries_ms),
+            smoke_ms: out.smoke().and_then(|s| s.result().elapsed_ms),
             wall_ms: (!matches!(out.exit, Exit::SpawnFailed(_))).then(|| ms(out.elapsed)),
         })
     }
@@ -324,23 +318,23 @@ impl Children {
             mode: Some(self.mode),
             shared_crash: self.shared.clone(),
             peer: self.peer.as_ref().map(|(start, out)| {
-                let done = out.event("peers_done");
+                let done = out.peers_done();
                 PeerRun {
                     start_ms: Some(ms(*start)),
                     wall_ms: Some(ms(out.elapsed)),
-                    contexts_ms: done.and_then(|d| d["contexts_ms"].as_f64()),
-                    elapsed_ms: done.and_then(|d| d["elapsed_ms"].as_f64()),
+                    contexts_ms: done.and_then(|d| d.contexts_ms),
+                    elapsed_ms: done.and_then(|d| d.elapsed_ms),
                     pairs: out
-                        .events_of("peer")
+                        .peers()
                         .filter_map(|p| {
                             Some(PeerVmm {
-                                from: p["from"].as_u64()? as u32,
-                                to: p["to"].as_u64()? as u32,
-                                reverse_can_access: p["reverse_can_access"].as_bool(),
-                                read_ok: p["vmm_ok"].as_bool(),
-                                mismatches: p["vmm_mismatches"].as_u64().unwrap_or(0),
-                                stage: p["vmm_stage"].as_str().map(str::to_string),
-                                error: interpret::api_error(&p["vmm_error"]),
+                                from: p.from?,
+                                to: p.to?,
+                                reverse_can_access: p.reverse_can_access,
+                                read_ok: p.vmm_ok,
+                                mismatches: p.vmm_mismatches.unwrap_or(0),
+                                stage: p.vmm_stage.clone(),
+                                error: p.vmm_error.clone(),
                             })
                         })
                         .collect(),
@@ -366,7 +360,7 @@ pub(crate) fn no_hello_status(
             status.backend.name(),
             smoke.reason.clone().unwrap_or_default()
         ));
-        run.last_stage = Some(stage);
+        run.last_stage = Some(stage.to_string());
     } else {
         status.status = BackendState::Error;
         status.detail = Some(format!(
@@ -375,10 +369,6 @@ pub(crate) fn no_hello_status(
             smoke.reason.clone().unwrap_or_default()
         ));
     }
-}
-
-fn hello_error(hello: &Value) -> Option<crate::report::ApiError> {
-    interpret::api_error(&hello["error"])
 }
 
 fn probe_cuda(opts: &ProbeOptions, report: &mut Report, t0: Instant) {
@@ -412,9 +402,9 @@ fn probe_cuda(opts: &ProbeOptions, report: &mut Report, t0: Instant) {
     };
     let mut measured = false;
     if let Some(hello) = run.hello.clone() {
-        status.driver_version = hello["driver_version"].as_str().map(str::to_string);
-        status.runtime_version = hello["runtime_version"].as_str().map(str::to_string);
-        if let Some(err) = hello_error(&hello) {
+        status.driver_version = hello.driver_version.clone();
+        status.runtime_version = hello.runtime_version.clone();
+        if let Some(err) = hello.error.clone() {
             let (st, hint) = match (err.name.as_deref(), err.code) {
                 (Some("LIBRARY_NOT_FOUND"), _) => (
                     BackendState::NoDriver,
@@ -448,7 +438,7 @@ fn probe_cuda(opts: &ProbeOptions, report: &mut Report, t0: Instant) {
                 ));
             }
         } else {
-            let count = hello["device_count"].as_u64().unwrap_or(0);
+            let count = hello.device_count.unwrap_or(0);
             if count == 0 {
                 status.status = BackendState::NoDevice;
                 status.hint = Some(
@@ -458,7 +448,7 @@ fn probe_cuda(opts: &ProbeOptions, report: &mut Report, t0: Instant) {
             for (i, out) in &run.devices {
                 let smoke = smoke_from(out, opts.timeout, opts.smoke);
                 let mut d = out
-                    .events_of("device")
+                    .devices()
                     .find_map(|e| device_from_event(e, Backend::Cuda, DeviceSource::Driver))
                     .unwrap_or_else(|| match proc_visible.get(*i as usize) {
                         Some(g) => proc_device(*i, g, Smoke::not_run("")),
@@ -475,7 +465,7 @@ fn probe_cuda(opts: &ProbeOptions, report: &mut Report, t0: Instant) {
                 status.detail = Some(shared_child::crash_note(c));
             }
             if let Some((_, out)) = &run.peer {
-                let all: Vec<u32> = (0..count as u32).collect();
+                let all: Vec<u32> = (0..count).collect();
                 report
                     .peers
                     .extend(peer_results(out, &all, opts, run.missing_pair.as_ref()));
@@ -565,11 +555,7 @@ pub(crate) fn peer_results(
         .enumerate()
         .flat_map(|(n, a)| indices[n + 1..].iter().map(move |b| (*a, *b)))
         .collect();
-    let reported = |a: u32, b: u32| {
-        out.events_of("peer").find(|p| {
-            p["from"].as_u64() == Some(u64::from(a)) && p["to"].as_u64() == Some(u64::from(b))
-        })
-    };
+    let reported = |a: u32, b: u32| out.peers().find(|p| p.is_pair(a, b));
     let complete = out.complete();
     let failed = match missing {
         Some(s) => s.clone(),
@@ -595,25 +581,25 @@ pub(crate) fn peer_results(
 }
 
 /// One `peer` event: the ordinary peer copy and the VMM pool read from the peer.
-fn peer_result(a: u32, b: u32, p: &Value) -> PeerResult {
-    let copy_ok = p["copy_ok"].as_bool();
-    let vmm_ok = p["vmm_ok"].as_bool();
+fn peer_result(a: u32, b: u32, p: &Peer) -> PeerResult {
+    let copy_ok = p.copy_ok;
+    let vmm_ok = p.vmm_ok;
     let mut reasons = Vec::new();
-    if let Some(e) = interpret::api_error(&p["error"]) {
+    if let Some(e) = &p.error {
         reasons.push(e.to_string());
     }
-    if let Some(m) = p["mismatches"].as_u64().filter(|m| *m > 0) {
+    if let Some(m) = p.mismatches.filter(|m| *m > 0) {
         reasons.push(format!("{m} words differ after the peer copy"));
     }
     if vmm_ok == Some(false) {
-        let stage = p["vmm_stage"].as_str().unwrap_or("peer_verify");
+        let stage = p.vmm_stage.as_deref().unwrap_or("peer_verify");
         let mut r = format!(
             "a VMM pool with access granted to the peer (as llama.cpp sets it with GGML_CUDA_P2P or NCCL/RCCL) failed at {stage}"
         );
-        if let Some(m) = p["vmm_mismatches"].as_u64().filter(|m| *m > 0) {
+        if let Some(m) = p.vmm_mismatches.filter(|m| *m > 0) {
             r.push_str(&format!(": {m} words read wrong from the peer"));
         }
-        if let Some(e) = interpret::api_error(&p["vmm_error"]) {
+        if let Some(e) = &p.vmm_error {
             r.push_str(&format!(": {e}"));
         }
         reasons.push(r);
@@ -621,9 +607,9 @@ fn peer_result(a: u32, b: u32, p: &Value) -> PeerResult {
     PeerResult {
         from: a,
         to: b,
-        can_access: p["can_access"].as_bool(),
+        can_access: p.can_access,
         copy_ok,
-        mismatches: p["mismatches"].as_u64(),
+        mismatches: p.mismatches,
         outcome: if copy_ok == Some(true) && vmm_ok != Some(false) {
             SmokeOutcome::Pass
         } else {

@@ -11,7 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use super::protocol::{DeviceEvent, Event, Hello, Peer, PeersDone, Received, SmokeEvent};
+use crate::report::SmokeStage;
 
 /// How a child ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,7 +45,8 @@ impl Exit {
 /// Everything a child said, and how it ended.
 #[derive(Debug, Clone)]
 pub struct Outcome {
-    pub events: Vec<Value>,
+    /// Its protocol lines, in order.
+    pub events: Vec<Received>,
     /// Lines on stdout that were not JSON objects with an `event` key.
     pub garbage: Vec<String>,
     pub stderr_tail: Vec<String>,
@@ -64,35 +66,60 @@ impl Outcome {
         }
     }
 
-    pub fn event(&self, kind: &str) -> Option<&Value> {
-        self.events.iter().find(|e| e["event"] == kind)
+    fn all(&self) -> impl DoubleEndedIterator<Item = &Event> {
+        self.events.iter().map(Received::event)
     }
-    pub fn events_of<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
-        self.events.iter().filter(move |e| e["event"] == kind)
+    pub fn hello(&self) -> Option<&Hello> {
+        self.all().find_map(|e| match e {
+            Event::Hello(h) => Some(h),
+            _ => None,
+        })
+    }
+    pub fn devices(&self) -> impl Iterator<Item = &DeviceEvent> {
+        self.all().filter_map(|e| match e {
+            Event::Device(d) => Some(d),
+            _ => None,
+        })
+    }
+    pub fn smoke(&self) -> Option<&SmokeEvent> {
+        self.all().find_map(|e| match e {
+            Event::Smoke(s) => Some(s),
+            _ => None,
+        })
+    }
+    pub fn peers(&self) -> impl Iterator<Item = &Peer> {
+        self.all().filter_map(|e| match e {
+            Event::Peer(p) => Some(p),
+            _ => None,
+        })
+    }
+    pub fn peers_done(&self) -> Option<&PeersDone> {
+        self.all().find_map(|e| match e {
+            Event::PeersDone(p) => Some(p),
+            _ => None,
+        })
     }
     pub fn complete(&self) -> bool {
-        self.event("done").is_some()
+        self.all().any(|e| matches!(e, Event::Done(_)))
     }
     /// The last stage the child announced before it stopped.
-    pub fn last_stage(&self) -> Option<String> {
-        self.events
-            .iter()
-            .rev()
-            .find(|e| e["event"] == "stage")
-            .and_then(|e| e["stage"].as_str().map(str::to_string))
+    pub fn last_stage(&self) -> Option<SmokeStage> {
+        self.all().rev().find_map(|e| match e {
+            Event::Stage(s) => Some(s.stage.clone()),
+            _ => None,
+        })?
     }
-    pub fn last_cycle(&self) -> Option<u64> {
-        self.events
-            .iter()
-            .rev()
-            .find(|e| e["event"] == "cycle")
-            .and_then(|e| e["cycle"].as_u64())
+    pub fn last_cycle(&self) -> Option<u32> {
+        self.all().rev().find_map(|e| match e {
+            Event::Cycle(c) => Some(c.cycle),
+            _ => None,
+        })?
     }
 }
 
 enum Msg {
     /// A protocol event, parsed on the reader thread (in parallel with every other child).
-    Event(Value),
+    Event(Box<Received>),
     /// A line that is not one.
     Garbage(String),
     /// Stdout closed, and when: the child's end, even if the parent reads it much later.
@@ -107,7 +134,7 @@ pub struct Running {
     stderr_tail: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     started: Instant,
     deadline: Instant,
-    events: Vec<Value>,
+    events: Vec<Received>,
     garbage: Vec<String>,
     eof: bool,
     ended: Option<Instant>,
@@ -160,9 +187,9 @@ pub fn spawn(mut cmd: Command, timeout: Duration) -> Result<Running, String> {
                     if line.trim().is_empty() {
                         continue;
                     }
-                    let msg = match serde_json::from_str::<Value>(&line) {
-                        Ok(v) if v.get("event").and_then(Value::as_str).is_some() => Msg::Event(v),
-                        _ => Msg::Garbage(line.chars().take(200).collect()),
+                    let msg = match Received::parse(&line) {
+                        Some(r) => Msg::Event(Box::new(r)),
+                        None => Msg::Garbage(line.chars().take(200).collect()),
                     };
                     if tx.send(msg).is_err() {
                         break;
@@ -209,7 +236,7 @@ impl Running {
                 self.eof = true;
                 self.ended = Some(at);
             }
-            Msg::Event(v) => self.events.push(v),
+            Msg::Event(r) => self.events.push(*r),
             Msg::Garbage(l) => {
                 if self.garbage.len() < 20 {
                     self.garbage.push(l);
@@ -218,11 +245,15 @@ impl Running {
         }
     }
 
-    /// Waits (until the deadline) for an event of `kind`; returns it if it came.
-    pub fn wait_for(&mut self, kind: &str) -> Option<Value> {
+    /// Waits (until the deadline) for the child's `hello`; returns it if it came.
+    pub fn wait_for_hello(&mut self) -> Option<Hello> {
         loop {
-            if let Some(e) = self.events.iter().find(|e| e["event"] == kind) {
-                return Some(e.clone());
+            let hello = self.events.iter().find_map(|r| match r.event() {
+                Event::Hello(h) => Some(h),
+                _ => None,
+            });
+            if let Some(h) = hello {
+                return Some(h.clone());
             }
             if self.eof {
                 return None;
@@ -249,11 +280,7 @@ impl Running {
     /// The process's own `done` came (the shared CUDA child also ends each device's part with a
     /// `done` tagged with the device; those do not end the report).
     fn answered(&self) -> bool {
-        self.until_done
-            && self
-                .events
-                .iter()
-                .any(|e| e["event"] == "done" && e.get("device").is_none())
+        self.until_done && self.events.iter().any(Received::ends_stream)
     }
 
     /// Reads until the child closes stdout and exits, or the deadline passes (then kills the group).

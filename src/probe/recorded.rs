@@ -5,9 +5,8 @@
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value;
-
 use super::orchestrator::{self, Outcome, Running};
+use super::protocol::Hello;
 use crate::host::HostView;
 
 /// A child that is running, or whose outcome is already known (replayed, or it never started).
@@ -36,11 +35,11 @@ pub fn start(h: &HostView, key: &str, cmd: impl FnOnce() -> Command, timeout: Du
 }
 
 impl Started {
-    /// Waits (until the deadline) for an event of `kind`.
-    pub fn wait_for(&mut self, kind: &str) -> Option<Value> {
+    /// Waits (until the deadline) for the child's `hello`.
+    pub fn wait_for_hello(&mut self) -> Option<Hello> {
         match self {
-            Started::Running { run, .. } => run.wait_for(kind),
-            Started::Done(o) => o.event(kind).cloned(),
+            Started::Running { run, .. } => run.wait_for_hello(),
+            Started::Done(o) => o.hello().cloned(),
         }
     }
 

@@ -8,9 +8,8 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-
 use super::orchestrator::{Exit, Outcome, signal_name};
+use super::protocol::{Done, Event, Message, Received};
 use super::{ChildCommand, Children, ProbeOptions, count, recorded, start_device};
 use crate::report::{ChildMode, SharedCrash, Smoke, SmokeOutcome};
 
@@ -28,28 +27,30 @@ pub(crate) fn wanted(opts: &ProbeOptions) -> bool {
 
 /// The final `done` of the whole stream (per-device ones carry `device`).
 fn complete(out: &Outcome) -> bool {
-    out.events
-        .iter()
-        .any(|e| e["event"] == "done" && e.get("device").is_none())
+    out.events.iter().any(Received::ends_stream)
 }
 
-fn of_device(e: &Value, i: u32) -> bool {
-    e["device"].as_u64() == Some(u64::from(i))
+/// The shared `hello` (it carries no device).
+fn is_hello(e: &Received) -> bool {
+    matches!(e.event(), Event::Hello(_)) && e.device().is_none()
 }
 
 /// Device `i`'s part of the stream, as if a child of its own had printed it: the shared `hello`,
 /// then its own lines. Finished (its `done` came) whatever the process did afterwards; otherwise
 /// it ended as the process did.
 fn split(out: &Outcome, i: u32) -> Outcome {
-    let events: Vec<Value> = out
+    let events: Vec<Received> = out
         .events
         .iter()
-        .filter(|e| (e["event"] == "hello" && e.get("device").is_none()) || of_device(e, i))
+        .filter(|e| is_hello(e) || e.device() == Some(i))
         .cloned()
         .collect();
-    let done = events.iter().find(|e| e["event"] == "done");
+    let done = events.iter().find_map(|e| match e.event() {
+        Event::Done(d) => Some(d),
+        _ => None,
+    });
     let elapsed = done
-        .and_then(|d| d["elapsed_ms"].as_f64())
+        .and_then(|d| d.elapsed_ms)
         .filter(|v| v.is_finite() && *v >= 0.0)
         .map_or(out.elapsed, |v| Duration::from_secs_f64(v / 1000.0));
     Outcome {
@@ -83,21 +84,24 @@ fn how(exit: &Exit) -> String {
 /// The peer checks' part of the stream (the `peer` lines and `peers_done`), as the peer child's
 /// outcome; complete when `peers_done` came. Its start is when the first pair began.
 fn peer_part(out: &Outcome, start: Duration) -> (Duration, Outcome) {
-    let mut events: Vec<Value> = out
+    let mut events: Vec<Received> = out
         .events
         .iter()
-        .filter(|e| e["event"] == "peer" || e["event"] == "peers_done")
+        .filter(|e| matches!(e.event(), Event::Peer(_) | Event::PeersDone(_)))
         .cloned()
         .collect();
-    let done = events.iter().find(|e| e["event"] == "peers_done").cloned();
-    let f = |k: &str| {
-        done.as_ref()
-            .and_then(|d| d[k].as_f64())
-            .filter(|v| v.is_finite() && *v >= 0.0)
+    let done = out.peers_done().cloned();
+    let f = |v: Option<f64>| {
+        v.filter(|v| v.is_finite() && *v >= 0.0)
             .map(|v| Duration::from_secs_f64(v / 1000.0))
     };
+    let elapsed = f(done.as_ref().and_then(|d| d.elapsed_ms));
+    let first_pair = f(done.as_ref().and_then(|d| d.first_pair_ms));
     let exit = if done.is_some() {
-        events.push(json!({"event":"done"}));
+        events.push(Received::made(Message {
+            device: None,
+            event: Event::Done(Done::default()),
+        }));
         Exit::Code(0)
     } else {
         out.exit.clone()
@@ -107,9 +111,9 @@ fn peer_part(out: &Outcome, start: Duration) -> (Duration, Outcome) {
         garbage: Vec::new(),
         stderr_tail: Vec::new(),
         exit,
-        elapsed: f("elapsed_ms").unwrap_or(out.elapsed),
+        elapsed: elapsed.unwrap_or(out.elapsed),
     };
-    (start + f("first_pair_ms").unwrap_or_default(), o)
+    (start + first_pair.unwrap_or_default(), o)
 }
 
 /// What a pair the shared child never reported gets.
@@ -165,13 +169,12 @@ pub(crate) fn run(
     let hello = out
         .events
         .iter()
-        .find(|e| e["event"] == "hello" && e.get("device").is_none())
-        .cloned();
-    let n = hello
-        .as_ref()
-        .filter(|hl| super::interpret::api_error(&hl["error"]).is_none())
-        .and_then(|hl| hl["device_count"].as_u64())
-        .map_or(0, |n| n as u32);
+        .find(|e| is_hello(e))
+        .and_then(|e| match e.event() {
+            Event::Hello(h) => Some(h.clone()),
+            _ => None,
+        });
+    let n = hello.as_ref().and_then(|h| h.usable_devices()).unwrap_or(0);
     let mut children = Children {
         hello: hello.clone(),
         // Without hello, the shared outcome stands for the backend (what no_hello_status reads).
@@ -228,11 +231,7 @@ fn recheck_pairs(make: ChildCommand<'_>, opts: &ProbeOptions, children: &mut Chi
     let Some((_, peers)) = children.peer.as_mut() else {
         return;
     };
-    let reported = |a: u32, b: u32, o: &Outcome| {
-        o.events_of("peer").any(|p| {
-            p["from"].as_u64() == Some(u64::from(a)) && p["to"].as_u64() == Some(u64::from(b))
-        })
-    };
+    let reported = |a: u32, b: u32, o: &Outcome| o.peers().any(|p| p.is_pair(a, b));
     let finished: Vec<u32> = children
         .devices
         .iter()
@@ -269,10 +268,14 @@ fn recheck_pairs(make: ChildCommand<'_>, opts: &ProbeOptions, children: &mut Chi
         opts.timeout,
     )
     .finish(h);
-    let new: Vec<Value> = again
-        .events_of("peer")
-        .filter(|p| match (p["from"].as_u64(), p["to"].as_u64()) {
-            (Some(a), Some(b)) => !reported(a as u32, b as u32, peers),
+    let new: Vec<Received> = again
+        .events
+        .iter()
+        .filter(|e| match e.event() {
+            Event::Peer(p) => match (p.from, p.to) {
+                (Some(a), Some(b)) => !reported(a, b, peers),
+                _ => false,
+            },
             _ => false,
         })
         .cloned()

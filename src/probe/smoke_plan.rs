@@ -9,6 +9,7 @@
 
 use std::sync::OnceLock;
 
+use super::protocol::{Phase, PlanGrowth, PlanSchedule};
 use serde::Deserialize;
 
 pub const PLAN_TOML: &str = include_str!("../../probes/smoke-plan.toml");
@@ -227,21 +228,27 @@ impl Schedule {
         s
     }
 
-    /// One JSON line per growth, the format of the probe program's `--plan` mode.
-    pub fn json(&self, plan: &Plan) -> serde_json::Value {
-        let g = |phase: &str, v: &[Growth]| -> Vec<serde_json::Value> {
+    /// The `plan` event of `--plan` mode, as the probe program prints it too.
+    pub fn event(&self, plan: &Plan) -> PlanSchedule {
+        let g = |phase: Phase, v: &[Growth]| -> Vec<PlanGrowth> {
             v.iter()
-                .map(|g| {
-                    serde_json::json!({"phase": phase, "pool": g.pool, "offset": g.offset, "bytes": g.bytes})
+                .map(|g| PlanGrowth {
+                    phase,
+                    pool: g.pool,
+                    offset: g.offset,
+                    bytes: g.bytes,
                 })
                 .collect()
         };
-        let mut all = g("cycle", &self.cycle);
-        all.extend(g("long", &self.long));
-        serde_json::json!({
-            "event": "plan", "version": plan.version, "min_cycles": plan.min_cycles,
-            "pools": plan.pools, "long_target": self.long_target, "growths": all,
-        })
+        let mut growths = g(Phase::Cycle, &self.cycle);
+        growths.extend(g(Phase::Long, &self.long));
+        PlanSchedule {
+            version: plan.version,
+            min_cycles: plan.min_cycles,
+            pools: plan.pools,
+            long_target: self.long_target,
+            growths,
+        }
     }
 }
 

@@ -3,13 +3,15 @@
 
 use std::time::Instant;
 
-use serde_json::{Value, json};
-
 use super::driver::cu;
 use super::gpu::Context;
 use super::smoke::{self, alloc_prop};
 use super::{Driver, sys};
-use crate::probe::events::{Emitter, api_error_json};
+use crate::probe::events::Emitter;
+use crate::probe::protocol::{
+    self, DeviceEvent, DeviceFacts, DeviceFailed, Done, Hello, NotRun, PlanEvent, SmokeEvent,
+    SmokeSkipped,
+};
 use crate::report::ApiError;
 
 pub struct Options {
@@ -28,16 +30,13 @@ pub struct Options {
     pub plan: Option<(u64, u64)>,
 }
 
-/// Protocol version of the events (probes/PROTOCOL.md).
-pub const PROTOCOL: u32 = 2;
-
 pub fn run(opts: &Options) -> i32 {
     let started = Instant::now();
     let mut out = Emitter::stdout();
     if let Some((granularity, free)) = opts.plan {
         out.emit(match crate::probe::smoke_plan::bundled() {
-            Ok(p) => p.schedule(granularity, free).json(p),
-            Err(e) => json!({"event":"plan","error":e}),
+            Ok(p) => PlanEvent::Schedule(p.schedule(granularity, free).event(p)),
+            Err(error) => PlanEvent::Failed { error },
         });
         return 0;
     }
@@ -53,8 +52,8 @@ pub fn run(opts: &Options) -> i32 {
                 name: Some("LIBRARY_NOT_FOUND".into()),
                 message: Some(e),
             };
-            out.emit(json!({"event":"hello","protocol":PROTOCOL,"probe":"gpuprobe-cuda","backend":"cuda","runtime_version":null,"driver_version":null,"device_count":0,"init_ms":ms(started),"error":api_error_json(&err)}));
-            out.emit(json!({"event":"done"}));
+            out.emit(hello(None, None, 0, started, Some(err)));
+            out.emit(Done::default());
             return 0;
         }
     };
@@ -66,15 +65,20 @@ pub fn run(opts: &Options) -> i32 {
         .map(|_| format!("{}.{}", api / 1000, (api % 1000) / 10));
     let mut count = 0i32;
     let counted = init.and_then(|_| cu!(&drv, cuDeviceGetCount(&mut count)));
-    let error = counted.as_ref().err().map(api_error_json);
-    out.emit(json!({
-        "event": "hello", "protocol": PROTOCOL, "probe": "gpuprobe-cuda", "backend": "cuda",
-        "runtime_version": api_version, "driver_version": driver_version,
-        "device_count": if counted.is_ok() { count } else { 0 }, "init_ms": ms(started),
-        "error": error,
-    }));
+    let shown = if counted.is_ok() {
+        count.max(0) as u32
+    } else {
+        0
+    };
+    out.emit(hello(
+        api_version,
+        driver_version,
+        shown,
+        started,
+        counted.as_ref().err().cloned(),
+    ));
     if counted.is_err() {
-        out.emit(json!({"event":"done"}));
+        out.emit(Done::default());
         return 0;
     }
     if opts.list {
@@ -87,7 +91,7 @@ pub fn run(opts: &Options) -> i32 {
         // The parent may start a child for a device the driver does not show (it counts devices
         // without the driver); hello's device_count tells it to drop this one.
         if i as i32 >= count {
-            out.emit(json!({"event":"done"}));
+            out.emit(Done::default());
             return 0;
         }
         // Not released: the child leaves right after `done`, and process exit tears the context
@@ -97,8 +101,27 @@ pub fn run(opts: &Options) -> i32 {
     } else if opts.peers {
         super::peer::run(&drv, &mut out, count, &opts.only);
     }
-    out.emit(json!({"event":"done"}));
+    out.emit(Done::default());
     0
+}
+
+fn hello(
+    runtime_version: Option<String>,
+    driver_version: Option<String>,
+    device_count: u32,
+    started: Instant,
+    error: Option<ApiError>,
+) -> Hello {
+    Hello {
+        protocol: Some(protocol::VERSION),
+        probe: Some("gpuprobe-cuda".into()),
+        backend: Some(crate::report::Backend::Cuda),
+        runtime_version,
+        driver_version,
+        device_count: Some(device_count),
+        init_ms: Some(ms(started)),
+        error,
+    }
 }
 
 /// One device's `device` event and (unless `--no-smoke`) its `smoke` event. Returns the primary
@@ -116,12 +139,16 @@ pub(super) fn probe_device<'a>(
     let hold = Context::retain(drv, i);
     let context_ms = ms(t);
     let facts = device_facts(drv, i, Some((context_ms, hold.as_ref().err())));
-    let gran = facts["granularity_recommended"].as_u64();
-    let vmm = facts["vmm_supported"].as_bool();
+    let (vmm, gran) = match &facts {
+        DeviceEvent::Facts(f) => (f.vmm_supported, f.granularity_recommended),
+        DeviceEvent::Failed(_) => (None, None),
+    };
     out.emit(facts);
     if opts.smoke {
         let smoke = match (vmm, gran) {
-            (Some(true), Some(g)) if g > 0 => smoke::run(drv, out, i, g, opts.cycles),
+            (Some(true), Some(g)) if g > 0 => {
+                SmokeEvent::Ran(Box::new(smoke::run(drv, out, i, g, opts.cycles)))
+            }
             (Some(false), _) => not_applicable(
                 "the device reports no VMM support: llama.cpp uses the legacy pool on it",
             ),
@@ -136,8 +163,11 @@ pub(super) fn ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1000.0
 }
 
-fn not_applicable(reason: &str) -> Value {
-    json!({"event":"smoke","outcome":"not-run","reason":reason})
+fn not_applicable(reason: &str) -> SmokeEvent {
+    SmokeEvent::Skipped(SmokeSkipped {
+        outcome: NotRun::NotRun,
+        reason: reason.into(),
+    })
 }
 
 /// The NVIDIA kernel module version (`580.95.05`), which quirks key on; no driver load needed.
@@ -165,11 +195,18 @@ fn attr(drv: &Driver, dev: sys::CUdevice, a: sys::CUdevice_attribute) -> Option<
 
 /// The `device` event. `context` is the primary context's creation time and error when this child
 /// made one current for `ordinal` (then free VRAM can be read and the timings are reported).
-fn device_facts(drv: &Driver, ordinal: i32, context: Option<(f64, Option<&ApiError>)>) -> Value {
+fn device_facts(
+    drv: &Driver,
+    ordinal: i32,
+    context: Option<(f64, Option<&ApiError>)>,
+) -> DeviceEvent {
     let started = Instant::now();
     let mut dev: sys::CUdevice = 0;
     if let Err(e) = cu!(drv, cuDeviceGet(&mut dev, ordinal)) {
-        return json!({"event":"device","index":ordinal,"error":api_error_json(&e)});
+        return DeviceEvent::Failed(DeviceFailed {
+            index: Some(ordinal as u32),
+            error: Some(e),
+        });
     }
     let mut name = [0u8; 256];
     let name = cu!(
@@ -226,14 +263,24 @@ fn device_facts(drv: &Driver, ordinal: i32, context: Option<(f64, Option<&ApiErr
             .ok()
             .map(|_| f as u64);
     }
-    json!({
-        "event": "device", "index": ordinal, "name": name, "arch": arch, "arch_features": null,
-        "compute_capability": cc, "vram_total_bytes": total, "vram_free_bytes": free_bytes,
-        "pci_bus_id": pci, "integrated": integrated, "wave_size": warp, "vmm_supported": vmm,
-        "granularity_min": gmin, "granularity_recommended": grec,
-        "context_ms": context.map(|c| c.0), "queries_ms": started.elapsed().as_secs_f64() * 1000.0,
-        "error": context.and_then(|c| c.1).map(api_error_json),
-    })
+    DeviceEvent::Facts(Box::new(DeviceFacts {
+        index: Some(ordinal as u32),
+        name,
+        arch,
+        arch_features: None,
+        compute_capability: cc,
+        vram_total_bytes: total,
+        vram_free_bytes: free_bytes,
+        pci_bus_id: pci,
+        integrated,
+        wave_size: warp.and_then(|w| u32::try_from(w).ok()),
+        vmm_supported: vmm,
+        granularity_min: gmin,
+        granularity_recommended: grec,
+        context_ms: context.map(|c| c.0),
+        queries_ms: Some(started.elapsed().as_secs_f64() * 1000.0),
+        error: context.and_then(|c| c.1).cloned(),
+    }))
 }
 
 /// CUDA prints `00000000:19:00.0`; the report uses the common `0000:19:00.0` form.

@@ -11,13 +11,12 @@
 
 use std::time::Instant;
 
-use serde_json::{Value, json};
-
 use super::driver::cu;
 use super::gpu::{Context, DeviceBuffer, Kernels, Slots, Stream};
 use super::smoke::{alloc_prop, readwrite_access};
 use super::{Driver, sys};
-use crate::probe::events::{Emitter, api_error_json};
+use crate::probe::events::Emitter;
+use crate::probe::protocol::{Peer, PeersDone};
 use crate::probe::smoke_pattern::seed;
 use crate::probe::smoke_plan;
 use crate::report::ApiError;
@@ -95,10 +94,12 @@ pub fn run(drv: &Driver, out: &mut Emitter, count: i32, only: &[u32]) {
             out.emit(check_pair(drv, &devs, a, b));
         }
     }
-    out.emit(json!({
-        "event": "peers_done", "devices": n, "contexts_ms": contexts_ms,
-        "elapsed_ms": started.elapsed().as_secs_f64() * 1000.0,
-    }));
+    out.emit(PeersDone {
+        devices: Some(n as u32),
+        contexts_ms: Some(contexts_ms),
+        first_pair_ms: None,
+        elapsed_ms: Some(started.elapsed().as_secs_f64() * 1000.0),
+    });
     // The child leaves right after this; process exit tears the contexts down.
     std::mem::forget(devs);
 }
@@ -120,7 +121,7 @@ pub(super) fn check_pair(
     devs: &[Result<Dev<'_>, ApiError>],
     a: usize,
     b: usize,
-) -> Value {
+) -> Peer {
     let t = Instant::now();
     let can = |x: usize, y: usize| {
         let mut v = 0i32;
@@ -144,20 +145,24 @@ pub(super) fn check_pair(
     };
     let (copy_ok, mismatches, error) = match copy {
         Ok(m) => (Some(m == 0), m, None),
-        Err(e) => (Some(false), 0, Some(api_error_json(&e))),
+        Err(e) => (Some(false), 0, Some(e)),
     };
     let checked: Vec<&PeerRead> = reads.iter().flatten().collect();
     let bad = checked.iter().find(|r| !r.ok());
-    json!({
-        "event": "peer", "from": a, "to": b,
-        "can_access": ab, "reverse_can_access": ba,
-        "copy_ok": copy_ok, "mismatches": mismatches, "error": error,
-        "vmm_ok": (!checked.is_empty()).then(|| bad.is_none()),
-        "vmm_mismatches": checked.iter().map(|r| r.mismatches).sum::<u64>(),
-        "vmm_stage": bad.and_then(|r| r.stage),
-        "vmm_error": bad.and_then(|r| r.error.as_ref()).map(api_error_json),
-        "copy_ms": t.elapsed().as_secs_f64() * 1000.0,
-    })
+    Peer {
+        from: Some(a as u32),
+        to: Some(b as u32),
+        can_access: ab,
+        reverse_can_access: ba,
+        copy_ok,
+        mismatches: Some(mismatches),
+        error,
+        vmm_ok: (!checked.is_empty()).then(|| bad.is_none()),
+        vmm_mismatches: Some(checked.iter().map(|r| r.mismatches).sum::<u64>()),
+        vmm_stage: bad.and_then(|r| r.stage).map(str::to_string),
+        vmm_error: bad.and_then(|r| r.error.clone()),
+        copy_ms: Some(t.elapsed().as_secs_f64() * 1000.0),
+    }
 }
 
 /// Grows a pool on `owner` (the smoke plan's pool 0 ops), granting access to the owner and its

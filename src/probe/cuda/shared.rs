@@ -9,12 +9,11 @@
 use std::sync::mpsc;
 use std::time::Instant;
 
-use serde_json::json;
-
 use super::Driver;
 use super::child::{Options, ms, probe_device};
 use super::peer::{self, Dev, Opened};
 use crate::probe::events::Emitter;
+use crate::probe::protocol::{Done, PeersDone};
 use crate::report::ApiError;
 
 pub fn run(drv: &Driver, count: i32, opts: &Options, started: Instant) {
@@ -27,7 +26,9 @@ pub fn run(drv: &Driver, count: i32, opts: &Options, started: Instant) {
             s.spawn(move || {
                 let mut out = Emitter::for_device(i as u32);
                 let hold = probe_device(drv, &mut out, i as i32, opts);
-                out.emit(json!({"event":"done","elapsed_ms":ms(started)}));
+                out.emit(Done {
+                    elapsed_ms: Some(ms(started)),
+                });
                 // The peer checks' handles come after `done`: they are no part of the device's
                 // result, and a device whose result is in must not lose it to them.
                 if peers {
@@ -73,9 +74,11 @@ fn pairs(drv: &Driver, rx: &mpsc::Receiver<(usize, Opened<'_>)>, n: usize, start
     // Every thread has ended; those that sent nothing fail their pairs (with their placeholder).
     run_ready(&devs, &vec![true; n], &mut out);
     let first = first_pair_ms.unwrap_or_else(|| ms(started));
-    out.emit(json!({
-        "event": "peers_done", "devices": n, "contexts_ms": null,
-        "first_pair_ms": first, "elapsed_ms": ms(started) - first,
-    }));
+    out.emit(PeersDone {
+        devices: Some(n as u32),
+        contexts_ms: None,
+        first_pair_ms: Some(first),
+        elapsed_ms: Some(ms(started) - first),
+    });
     std::mem::forget(devs);
 }

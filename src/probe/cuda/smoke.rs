@@ -5,12 +5,11 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-
 use super::driver::cu;
 use super::gpu::{Context, HostWords, Kernels, Slots, Stream, copy_to_host};
 use super::{Driver, sys};
-use crate::probe::events::{Emitter, api_error_json};
+use crate::probe::events::Emitter;
+use crate::probe::protocol::{SmokeResult, Verdict};
 use crate::probe::smoke_pattern::{compare_parallel, compare_threads, seed, value};
 use crate::probe::smoke_plan::{self, Growth, Plan, Schedule};
 use crate::report::ApiError;
@@ -149,7 +148,13 @@ fn free_vram(drv: &Driver) -> Option<u64> {
 
 /// Runs the smoke test on `ordinal` with allocation granularity `granularity`; returns the
 /// protocol's `smoke` event.
-pub fn run(drv: &Driver, out: &mut Emitter, ordinal: i32, granularity: u64, cycles: u32) -> Value {
+pub fn run(
+    drv: &Driver,
+    out: &mut Emitter,
+    ordinal: i32,
+    granularity: u64,
+    cycles: u32,
+) -> SmokeResult {
     let started = Instant::now();
     let mut stats = Stats::default();
     let mut free = (None, None);
@@ -205,39 +210,43 @@ pub fn run(drv: &Driver, out: &mut Emitter, ordinal: i32, granularity: u64, cycl
         Err(f) => (Some(f), f.bad.as_ref()),
     };
     let s = schedule.as_ref();
-    json!({
-        "event": "smoke",
-        "outcome": if fail.is_none() { "pass" } else { "fail" },
-        "plan_version": plan.map(|p| p.version),
-        "failed_stage": fail.map(|f| f.stage),
-        "error": fail.map(|f| api_error_json(&f.error)),
-        "failed_cycle": fail.map(|f| f.cycle),
-        "failed_pool": fail.and_then(|f| f.pool),
-        "failed_growth": fail.and_then(|f| f.growth),
-        "cycles_done": cycles_done,
-        "cycles": cycles,
-        "min_cycles": plan.map(|p| p.min_cycles),
-        "pools": plan.map(|p| p.pools),
-        "chunks_per_cycle": s.map(|s| s.cycle.len()),
-        "chunk_bytes": granularity,
-        "smallest_chunk_bytes": stats.smallest_chunk,
-        "largest_chunk_bytes": stats.largest_chunk,
-        "largest_pool_bytes": stats.largest_pool,
-        "long_target_bytes": s.map(|s| s.long_target),
-        "long_growths": s.map(|s| s.long.len()),
-        "host_checked_bytes": stats.host_checked_bytes,
-        "reserve_bytes": plan.map(|p| p.reserve_bytes),
-        "mismatches": bad.map_or(0, |b| b.mismatches),
-        "first_bad_offset": bad.map(|b| b.first_offset),
-        "first_bad_value": bad.and_then(|b| b.seen),
-        "expected_value": bad.map(|b| b.expected),
-        "bad_check": bad.map(|b| b.check),
-        "whole_range_access_helped": fail.and_then(|f| f.whole_range_helped),
-        "vram_free_before": free.0,
-        "vram_free_after": free.1,
-        "elapsed_ms": started.elapsed().as_secs_f64() * 1000.0,
-        "long_phase_ms": stats.long_phase_ms,
-    })
+    SmokeResult {
+        outcome: Some(if fail.is_none() {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        }),
+        reason: None,
+        plan_version: plan.map(|p| p.version),
+        failed_stage: fail.map(|f| f.stage.into()),
+        error: fail.map(|f| f.error.clone()),
+        failed_cycle: fail.map(|f| f.cycle),
+        failed_pool: fail.and_then(|f| f.pool),
+        failed_growth: fail.and_then(|f| f.growth),
+        cycles_done: Some(cycles_done),
+        cycles: Some(cycles),
+        min_cycles: plan.map(|p| p.min_cycles),
+        pools: plan.map(|p| p.pools),
+        chunks_per_cycle: s.map(|s| s.cycle.len() as u32),
+        chunk_bytes: Some(granularity),
+        smallest_chunk_bytes: stats.smallest_chunk,
+        largest_chunk_bytes: stats.largest_chunk,
+        largest_pool_bytes: Some(stats.largest_pool),
+        long_target_bytes: s.map(|s| s.long_target),
+        long_growths: s.map(|s| s.long.len() as u32),
+        host_checked_bytes: Some(stats.host_checked_bytes),
+        reserve_bytes: plan.map(|p| p.reserve_bytes),
+        mismatches: Some(bad.map_or(0, |b| b.mismatches)),
+        first_bad_offset: bad.map(|b| b.first_offset),
+        first_bad_value: bad.and_then(|b| b.seen),
+        expected_value: bad.map(|b| b.expected),
+        bad_check: bad.map(|b| b.check.into()),
+        whole_range_access_helped: fail.and_then(|f| f.whole_range_helped),
+        vram_free_before: free.0,
+        vram_free_after: free.1,
+        elapsed_ms: Some(started.elapsed().as_secs_f64() * 1000.0),
+        long_phase_ms: stats.long_phase_ms,
+    }
 }
 
 fn setup<'a, 'o>(

@@ -161,7 +161,9 @@ pub struct BackendRun {
     /// From the start of `detect` until every child of this backend had exited.
     pub wall_ms: Option<f64>,
     /// With status `hang`: the last stage the backend's probe announced before it was killed.
-    pub last_stage: Option<String>,
+    // `driver_init` when it announced none.
+    #[schemars(with = "Option<String>")]
+    pub last_stage: Option<SmokeStage>,
     /// The peer checks: with `isolated`, the peer child (two or more devices), started with the
     /// device children; with `shared`, the checks inside the shared child.
     pub peer: Option<PeerRun>,
@@ -448,10 +450,17 @@ pub struct ApiError {
 impl ApiError {
     /// The name given to a call whose entry point the driver library does not export.
     pub const SYMBOL_NOT_FOUND: &'static str = "SYMBOL_NOT_FOUND";
+    /// The name given to a driver library that could not be loaded at all (`dlopen` failed).
+    pub const LIBRARY_NOT_FOUND: &'static str = "LIBRARY_NOT_FOUND";
 
     /// The driver lacks the function: too old, not a failing call.
     pub fn is_symbol_not_found(&self) -> bool {
         self.name.as_deref() == Some(Self::SYMBOL_NOT_FOUND)
+    }
+
+    /// No driver library at all.
+    pub fn is_library_not_found(&self) -> bool {
+        self.name.as_deref() == Some(Self::LIBRARY_NOT_FOUND)
     }
 }
 
@@ -529,6 +538,8 @@ impl From<BadCheck> for String {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "String", into = "String")]
 pub enum SmokeStage {
+    /// Before any stage: the driver or runtime was still loading (a hang there names this).
+    DriverInit,
     Init,
     Context,
     VramCheck,
@@ -551,6 +562,7 @@ pub enum SmokeStage {
 impl SmokeStage {
     pub fn as_str(&self) -> &str {
         match self {
+            SmokeStage::DriverInit => "driver_init",
             SmokeStage::Init => "init",
             SmokeStage::Context => "context",
             SmokeStage::VramCheck => "vram_check",
@@ -575,6 +587,7 @@ impl SmokeStage {
 impl From<&str> for SmokeStage {
     fn from(s: &str) -> Self {
         match s {
+            "driver_init" => SmokeStage::DriverInit,
             "init" => SmokeStage::Init,
             "context" => SmokeStage::Context,
             "vram_check" => SmokeStage::VramCheck,
@@ -886,6 +899,7 @@ mod tests {
             "set_access",
             "host_compare",
             "init",
+            "driver_init",
             "a_newer_stage",
         ] {
             let stage: SmokeStage = serde_json::from_value(serde_json::json!(name)).unwrap();

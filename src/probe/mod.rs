@@ -5,6 +5,7 @@
 pub mod child;
 pub mod count;
 pub mod cuda;
+mod cuda_backend;
 pub mod env;
 pub mod events;
 pub mod hip;
@@ -23,13 +24,13 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::host::{HostView, checks, visible};
+use crate::host::{HostView, checks};
 use crate::report::{
-    Backend, BackendRun, BackendState, BackendStatus, ChildMode, Device, DeviceSource,
-    HiddenDevice, Host, PeerResult, PeerRun, PeerVmm, ProbeRun, Report, Smoke, SmokeOutcome,
-    StageTimings, UNKNOWN_ARCH,
+    Backend, BackendRun, BackendState, BackendStatus, ChildMode, Device, DeviceSource, Host,
+    PeerResult, PeerRun, PeerVmm, ProbeRun, Report, Smoke, SmokeOutcome, SmokeStage, StageTimings,
+    UNKNOWN_ARCH,
 };
-use interpret::{device_from_event, smoke_from};
+use interpret::smoke_from;
 use orchestrator::{Exit, Outcome};
 use protocol::{Hello, Peer};
 
@@ -107,7 +108,7 @@ pub fn detect(opts: &ProbeOptions) -> Report {
     let cuda = opts.backend.includes(Backend::Cuda);
     let amd = opts.backend.includes(Backend::Hip);
     if cuda {
-        probe_cuda(opts, &mut report, t0);
+        cuda_backend::probe(opts, &mut report, t0);
     }
     if amd {
         hip::probe(opts, &mut report, t0);
@@ -353,14 +354,14 @@ pub(crate) fn no_hello_status(
     smoke: &Smoke,
 ) {
     if let Some(out) = out.filter(|o| o.exit == Exit::TimedOut) {
-        let stage = out.last_stage().unwrap_or_else(|| "driver_init".into());
+        let stage = out.last_stage().unwrap_or(SmokeStage::DriverInit);
         status.status = BackendState::Hang;
         status.detail = Some(format!(
             "the {} probe was killed at the deadline during {stage}: {}",
             status.backend.name(),
             smoke.reason.clone().unwrap_or_default()
         ));
-        run.last_stage = Some(stage.to_string());
+        run.last_stage = Some(stage);
     } else {
         status.status = BackendState::Error;
         status.detail = Some(format!(
@@ -369,176 +370,6 @@ pub(crate) fn no_hello_status(
             smoke.reason.clone().unwrap_or_default()
         ));
     }
-}
-
-fn probe_cuda(opts: &ProbeOptions, report: &mut Report, t0: Instant) {
-    let h = &*opts.host;
-    let proc_gpus = sysfs::nvidia_proc_gpus(h);
-    let uuids: Vec<Option<String>> = proc_gpus.iter().map(|g| g.uuid.clone()).collect();
-    let models: Vec<String> = proc_gpus.iter().map(|g| g.model.clone()).collect();
-    let sel = visible::cuda(h, &uuids, &models);
-    // What /proc knows, restricted to what CUDA programs would see, in their numbering.
-    let proc_visible: Vec<&sysfs::NvidiaProcGpu> =
-        sel.order.iter().map(|i| &proc_gpus[*i]).collect();
-    let counted = count::nvidia(
-        h,
-        proc_gpus.len(),
-        proc_visible.len(),
-        h.env("CUDA_VISIBLE_DEVICES").as_deref(),
-    );
-    let run = if shared_child::wanted(opts) {
-        shared_child::run(&cuda_command, opts, counted, t0)
-    } else {
-        run_children(&cuda_command, opts, "cuda", None, counted, t0)
-    };
-    let mut brun = run.backend_run(Backend::Cuda);
-    let mut status = BackendStatus {
-        backend: Backend::Cuda,
-        status: BackendState::Ok,
-        detail: None,
-        driver_version: None,
-        runtime_version: None,
-        hint: None,
-    };
-    let mut measured = false;
-    if let Some(hello) = run.hello.clone() {
-        status.driver_version = hello.driver_version.clone();
-        status.runtime_version = hello.runtime_version.clone();
-        if let Some(err) = hello.error.clone() {
-            let (st, hint) = match (err.name.as_deref(), err.code) {
-                (Some("LIBRARY_NOT_FOUND"), _) => (
-                    BackendState::NoDriver,
-                    "install the NVIDIA driver; no CUDA toolkit is needed to probe",
-                ),
-                (_, 100) => (
-                    BackendState::NoDevice,
-                    "no NVIDIA GPU is visible (check CUDA_VISIBLE_DEVICES and `nvidia-smi`)",
-                ),
-                (_, 34) => (
-                    BackendState::NoDriver,
-                    "only a stub libcuda.so.1 was found (a toolkit stub, not the driver): install the NVIDIA driver",
-                ),
-                (_, 35) => (
-                    BackendState::Error,
-                    "the NVIDIA driver is older than it needs to be: update it",
-                ),
-                _ => (
-                    BackendState::Error,
-                    "check `nvidia-smi` and the kernel log (dmesg)",
-                ),
-            };
-            status.status = st;
-            status.detail = Some(err.to_string());
-            status.hint = Some(hint.into());
-            for (i, g) in proc_visible.iter().enumerate() {
-                report.devices.push(proc_device(
-                    i as u32,
-                    g,
-                    Smoke::not_run(format!("the driver could not be used: {err}")),
-                ));
-            }
-        } else {
-            let count = hello.device_count.unwrap_or(0);
-            if count == 0 {
-                status.status = BackendState::NoDevice;
-                status.hint = Some(
-                    "no NVIDIA GPU is visible (check CUDA_VISIBLE_DEVICES and `nvidia-smi`)".into(),
-                );
-            }
-            for (i, out) in &run.devices {
-                let smoke = smoke_from(out, opts.timeout, opts.smoke);
-                let mut d = out
-                    .devices()
-                    .find_map(|e| device_from_event(e, Backend::Cuda, DeviceSource::Driver))
-                    .unwrap_or_else(|| match proc_visible.get(*i as usize) {
-                        Some(g) => proc_device(*i, g, Smoke::not_run("")),
-                        None => unknown_device(*i, Backend::Cuda),
-                    });
-                d.smoke = smoke;
-                d.driver_version = status.driver_version.clone();
-                d.runtime_version = status.runtime_version.clone();
-                d.timings = run.timings(*i);
-                report.devices.push(d);
-            }
-            measured = true;
-            if let Some(c) = &run.shared {
-                status.detail = Some(shared_child::crash_note(c));
-            }
-            if let Some((_, out)) = &run.peer {
-                let all: Vec<u32> = (0..count).collect();
-                report
-                    .peers
-                    .extend(peer_results(out, &all, opts, run.missing_pair.as_ref()));
-            }
-        }
-    } else {
-        // Died or hung before it could even say hello: record what /proc knows, with the verdict.
-        let first = run.devices.first().map(|(_, o)| o);
-        let smoke = match first {
-            Some(out) => smoke_from(out, opts.timeout, opts.smoke),
-            None => Smoke::not_run("the CUDA probe did not run"),
-        };
-        no_hello_status(&mut status, &mut brun, first, &smoke);
-        status.hint =
-            Some("check `nvidia-smi` and the kernel log (dmesg) for driver errors".into());
-        for (i, g) in proc_visible.iter().enumerate() {
-            report.devices.push(proc_device(i as u32, g, smoke.clone()));
-        }
-    }
-    if !sel.applied.is_empty() || !sel.notes.is_empty() {
-        let hidden_by = sel
-            .applied
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let physical_pci: Vec<Option<String>> = proc_gpus
-            .iter()
-            .map(|g| Some(g.pci_bus_id.clone()))
-            .collect();
-        let measured_pci: Option<Vec<Option<String>>> = measured.then(|| {
-            report
-                .devices
-                .iter()
-                .filter(|d| d.backend == Backend::Cuda)
-                .map(|d| d.pci_bus_id.clone())
-                .collect()
-        });
-        let (map, basis) = visible::mapping(&sel, &physical_pci, measured_pci.as_deref());
-        for (i, g) in proc_gpus.iter().enumerate() {
-            if map[i].is_none() {
-                report.hidden_devices.push(HiddenDevice {
-                    device: proc_device(
-                        i as u32,
-                        g,
-                        Smoke::not_run(format!("not probed: hidden by {hidden_by}")),
-                    ),
-                    hidden_by: hidden_by.clone(),
-                });
-            }
-        }
-        report.visibility.push(checks::visibility(
-            Backend::Cuda,
-            &sel,
-            proc_gpus
-                .iter()
-                .map(|g| {
-                    // /proc has no architecture; the driver's answer for the same bus has.
-                    let arch = report
-                        .devices
-                        .iter()
-                        .find(|d| d.pci_bus_id.as_deref() == Some(g.pci_bus_id.as_str()))
-                        .map(|d| d.arch.clone())
-                        .unwrap_or_default();
-                    (g.model.clone(), arch, Some(g.pci_bus_id.clone()))
-                })
-                .collect(),
-            &map,
-            basis,
-        ));
-    }
-    report.backends.push(status);
-    record_run(report, brun);
 }
 
 /// The peer checks' results for the pairs of `indices` (the devices measured), in pair order:
@@ -617,15 +448,6 @@ fn peer_result(a: u32, b: u32, p: &Peer) -> PeerResult {
         },
         reason: (!reasons.is_empty()).then(|| reasons.join("; ")),
     }
-}
-
-fn proc_device(index: u32, g: &sysfs::NvidiaProcGpu, smoke: Smoke) -> Device {
-    let mut d = unknown_device(index, Backend::Cuda);
-    d.name = g.model.clone();
-    d.pci_bus_id = Some(g.pci_bus_id.clone());
-    d.source = DeviceSource::Procfs;
-    d.smoke = smoke;
-    d
 }
 
 pub(crate) fn unknown_device(index: u32, backend: Backend) -> Device {

@@ -49,7 +49,7 @@ pub fn run(opts: &Options) -> i32 {
                 // The message names the library (dlerror's text): name it once.
                 api: "dlopen".into(),
                 code: -1,
-                name: Some("LIBRARY_NOT_FOUND".into()),
+                name: Some(ApiError::LIBRARY_NOT_FOUND.into()),
                 message: Some(e),
             };
             out.emit(hello(None, None, 0, started, Some(err)));

@@ -314,9 +314,7 @@ mod tests {
         assert!(e.to_string().contains("character device"), "{e}");
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("fifo");
-        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: plain syscall on a NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        crate::process::mkfifo(&fifo);
         let e = read_bytes(&fifo, 1 << 20).unwrap_err();
         assert!(e.to_string().contains("FIFO"), "{e}");
     }
@@ -350,9 +348,7 @@ mod tests {
         assert_eq!(names.len(), 2, "{names:?}");
         // A FIFO stands in for a device node: both must stay what they are.
         let fifo = dir.path().join("fifo");
-        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: plain syscall on a NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        crate::process::mkfifo(&fifo);
         let e = write_atomic(&fifo, b"x", "--output").unwrap_err();
         assert!(e.to_string().contains("FIFO"), "{e}");
         assert_eq!(e.exit_code(), crate::error::exit::USAGE);

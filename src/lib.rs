@@ -16,6 +16,9 @@ pub mod neutral;
 pub mod plan;
 pub mod platform;
 pub mod probe;
+// Processes: groups, signals, the parent-death signal, _exit; `unsafe` only here and in the
+// FFI modules (probe::orchestrator, probe::cuda's driver layer).
+#[allow(unsafe_code)]
 pub mod process;
 pub mod profiles;
 pub mod quirks;

@@ -302,3 +302,54 @@ mod tests {
         assert_eq!(out.stdout.len(), MAX_OUTPUT_BYTES);
     }
 }
+
+/// Ends this process at once, without running exit handlers (a probe child after its report: a
+/// driver's handlers, and destructors of contexts after a GPU fault, can block).
+pub fn exit_at_once(code: i32) -> ! {
+    #[cfg(unix)]
+    // SAFETY: _exit only ends the process; nothing after it runs.
+    unsafe {
+        libc::_exit(code)
+    }
+    #[cfg(not(unix))]
+    std::process::exit(code)
+}
+
+/// Ends the way a Unix tool ends when its reader goes away (`gpuprobe ... | head`): quietly, by
+/// SIGPIPE (status 141 in the shell). Rust ignores SIGPIPE, so restore it and raise it.
+pub fn die_of_sigpipe() -> ! {
+    #[cfg(unix)]
+    // SAFETY: plain syscalls on this process.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::raise(libc::SIGPIPE);
+    }
+    std::process::exit(128 + 13)
+}
+
+/// Whether the kernel lets this process read and write `p` (effective ids, ACLs included).
+#[cfg(unix)]
+pub fn may_read_write(p: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: a NUL-terminated path and plain flags; faccessat does not keep the pointer.
+    unsafe {
+        libc::faccessat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            libc::R_OK | libc::W_OK,
+            libc::AT_EACCESS,
+        ) == 0
+    }
+}
+
+/// A FIFO at `p` (tests: it stands in for a device node, which must never be read or replaced).
+#[cfg(all(test, unix))]
+pub(crate) fn mkfifo(p: &std::path::Path) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("a path without NUL");
+    // SAFETY: plain syscall on a NUL-terminated path.
+    let r = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+    assert_eq!(r, 0, "mkfifo {p:?}");
+}

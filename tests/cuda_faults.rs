@@ -8,6 +8,9 @@
 //! The `ok` scenario is a fake too: it emulates the smoke kernels on the host so the decision
 //! plumbing for a passing device can be tested. It says nothing about real hardware.
 
+// This harness signals and inspects processes through libc.
+#![allow(unsafe_code)]
+
 #[allow(dead_code)]
 #[path = "common/fake_cuda.rs"]
 mod fake_cuda;

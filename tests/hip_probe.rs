@@ -11,6 +11,9 @@
 //!
 //! No AMD GPU is involved anywhere: the fakes simulate, they do not measure.
 
+// This harness signals and inspects processes through libc.
+#![allow(unsafe_code)]
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -2,6 +2,8 @@
 //! programs, driven through the real binary. Each test reproduces one way gpuprobe could be made
 //! to run a command, write where it should not, hang, or corrupt what it shows.
 
+// This harness signals and inspects processes through libc.
+#![allow(unsafe_code)]
 #![cfg(unix)]
 
 mod common;

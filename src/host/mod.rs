@@ -685,19 +685,7 @@ fn node_facts(meta: &std::fs::Metadata) -> (u32, u32, u32, NodeKind) {
 /// The kernel's answer for this process (effective ids, ACLs included).
 #[cfg(unix)]
 fn kernel_allows_rw(p: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: a NUL-terminated path and plain flags; faccessat does not keep the pointer.
-    unsafe {
-        libc::faccessat(
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            libc::R_OK | libc::W_OK,
-            libc::AT_EACCESS,
-        ) == 0
-    }
+    crate::process::may_read_write(p)
 }
 
 #[cfg(not(unix))]

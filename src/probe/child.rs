@@ -21,11 +21,5 @@ fn leave(code: i32) -> i32 {
     use std::io::Write;
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
-    #[cfg(unix)]
-    // SAFETY: _exit only ends the process; nothing after it runs.
-    unsafe {
-        libc::_exit(code)
-    }
-    #[cfg(not(unix))]
-    std::process::exit(code)
+    crate::process::exit_at_once(code)
 }

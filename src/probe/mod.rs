@@ -11,6 +11,7 @@ pub mod events;
 pub mod hip;
 pub mod hip_build;
 pub mod interpret;
+#[allow(unsafe_code)]
 pub mod orchestrator;
 pub mod protocol;
 pub mod recorded;

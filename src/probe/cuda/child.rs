@@ -3,7 +3,6 @@
 
 use std::time::Instant;
 
-use super::driver::cu;
 use super::gpu::Context;
 use super::smoke::{self, alloc_prop};
 use super::{Driver, sys};
@@ -58,18 +57,14 @@ pub fn run(opts: &Options) -> i32 {
         }
     };
     let driver_version = kernel_module_version();
-    let init = cu!(&drv, cuInit(0));
-    let mut api = 0i32;
-    let api_version = cu!(&drv, cuDriverGetVersion(&mut api))
+    let init = drv.init();
+    let api_version = drv
+        .version()
         .ok()
-        .map(|_| format!("{}.{}", api / 1000, (api % 1000) / 10));
-    let mut count = 0i32;
-    let counted = init.and_then(|_| cu!(&drv, cuDeviceGetCount(&mut count)));
-    let shown = if counted.is_ok() {
-        count.max(0) as u32
-    } else {
-        0
-    };
+        .map(|api| format!("{}.{}", api / 1000, (api % 1000) / 10));
+    let counted = init.and_then(|()| drv.device_count());
+    let count = counted.as_ref().map_or(0, |n| *n);
+    let shown = count.max(0) as u32;
     out.emit(hello(
         api_version,
         driver_version,
@@ -187,10 +182,7 @@ fn kernel_module_version() -> Option<String> {
 }
 
 fn attr(drv: &Driver, dev: sys::CUdevice, a: sys::CUdevice_attribute) -> Option<i32> {
-    let mut v = 0i32;
-    cu!(drv, cuDeviceGetAttribute(&mut v, a, dev))
-        .ok()
-        .map(|_| v)
+    drv.device_attribute(a, dev).ok()
 }
 
 /// The `device` event. `context` is the primary context's creation time and error when this child
@@ -201,38 +193,29 @@ fn device_facts(
     context: Option<(f64, Option<&ApiError>)>,
 ) -> DeviceEvent {
     let started = Instant::now();
-    let mut dev: sys::CUdevice = 0;
-    if let Err(e) = cu!(drv, cuDeviceGet(&mut dev, ordinal)) {
-        return DeviceEvent::Failed(DeviceFailed {
-            index: Some(ordinal as u32),
-            error: Some(e),
-        });
-    }
-    let mut name = [0u8; 256];
-    let name = cu!(
-        drv,
-        cuDeviceGetName(name.as_mut_ptr().cast(), name.len() as i32, dev)
-    )
-    .ok()
-    .map(|_| c_string(&name))
-    .unwrap_or_else(|| "unknown NVIDIA GPU".into());
+    let dev = match drv.device(ordinal) {
+        Ok(d) => d,
+        Err(e) => {
+            return DeviceEvent::Failed(DeviceFailed {
+                index: Some(ordinal as u32),
+                error: Some(e),
+            });
+        }
+    };
+    let name = drv
+        .device_name(dev)
+        .unwrap_or_else(|_| "unknown NVIDIA GPU".into());
     let major = attr(drv, dev, sys::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
     let minor = attr(drv, dev, sys::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
     let (arch, cc) = match (major, minor) {
         (Some(a), Some(b)) => (format!("sm_{a}{b}"), Some(format!("{a}.{b}"))),
         _ => (crate::report::UNKNOWN_ARCH.to_string(), None),
     };
-    let mut total: usize = 0;
-    let total = cu!(drv, cuDeviceTotalMem_v2(&mut total, dev))
+    let total = drv.device_total_mem(dev).ok().map(|t| t as u64);
+    let pci = drv
+        .device_pci_bus_id(dev)
         .ok()
-        .map(|_| total as u64);
-    let mut bus = [0u8; 64];
-    let pci = cu!(
-        drv,
-        cuDeviceGetPCIBusId(bus.as_mut_ptr().cast(), bus.len() as i32, dev)
-    )
-    .ok()
-    .map(|_| normalise_bus_id(&c_string(&bus)));
+        .map(|b| normalise_bus_id(&b));
     let integrated = attr(drv, dev, sys::CU_DEVICE_ATTRIBUTE_INTEGRATED).map(|v| v != 0);
     let warp = attr(drv, dev, sys::CU_DEVICE_ATTRIBUTE_WARP_SIZE);
     let vmm = attr(
@@ -243,10 +226,9 @@ fn device_facts(
     .map(|v| v != 0);
     let prop = alloc_prop(dev);
     let gran = |flag| {
-        let mut g: usize = 0;
-        cu!(drv, cuMemGetAllocationGranularity(&mut g, &prop, flag))
+        drv.allocation_granularity(&prop, flag)
             .ok()
-            .map(|_| g as u64)
+            .map(|g| g as u64)
     };
     let (gmin, grec) = if vmm == Some(true) {
         (
@@ -258,10 +240,7 @@ fn device_facts(
     };
     let mut free_bytes = None;
     if let Some((_, None)) = context {
-        let (mut f, mut t) = (0usize, 0usize);
-        free_bytes = cu!(drv, cuMemGetInfo_v2(&mut f, &mut t))
-            .ok()
-            .map(|_| f as u64);
+        free_bytes = drv.mem_info().ok().map(|(f, _)| f as u64);
     }
     DeviceEvent::Facts(Box::new(DeviceFacts {
         index: Some(ordinal as u32),
@@ -293,9 +272,4 @@ fn normalise_bus_id(s: &str) -> String {
         },
         None => s,
     }
-}
-
-fn c_string(buf: &[u8]) -> String {
-    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).trim().to_string()
 }

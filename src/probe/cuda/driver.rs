@@ -1,5 +1,6 @@
-//! A thin, non-panicking layer over the bindgen table: a missing symbol is an error value for the
-//! call that needs it (old drivers lack the VMM entry points), not a failed start.
+//! The driver library, loaded at run time: a missing symbol is an error value for the call that
+//! needs it (old drivers lack the VMM entry points), not a failed start. The calls themselves are
+//! `calls.rs`.
 
 use std::ffi::{CStr, c_char};
 
@@ -15,20 +16,6 @@ const CANDIDATES: &[&str] = &["nvcuda.dll"];
 pub struct Driver {
     lib: sys::CudaDriver,
 }
-
-/// Calls a driver function by name; `Err(ApiError)` when the symbol is missing or the call fails.
-macro_rules! cu {
-    ($drv:expr, $f:ident ( $($arg:expr),* $(,)? )) => {{
-        let d: &$crate::probe::cuda::Driver = $drv;
-        match d.raw().$f.as_ref() {
-            Err(_) => Err(d.missing(stringify!($f))),
-            // SAFETY: arguments follow the signature bindgen derived from cuda.h; pointers
-            // passed in are valid for the duration of the call at every call site.
-            Ok(func) => d.check(stringify!($f), unsafe { func($($arg),*) }),
-        }
-    }};
-}
-pub(crate) use cu;
 
 /// dlerror's text names the file it tried (as asked, or the path it resolved); prefix the name
 /// only where it does not.

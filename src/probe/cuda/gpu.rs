@@ -3,7 +3,6 @@
 
 use std::ffi::{CString, c_void};
 
-use super::driver::cu;
 use super::{Driver, sys};
 use crate::report::ApiError;
 
@@ -12,6 +11,15 @@ pub const THREADS_PER_BLOCK: u32 = 256;
 pub const MAX_BLOCKS: u32 = 1024;
 /// Few enough blocks to be resident together on any GPU, so the busy kernel lasts about its time.
 pub const BUSY_BLOCKS: u32 = 64;
+
+// The handles may move between threads (shared.rs hands each device's to the pair checks).
+// SAFETY: CUcontext is a process-wide handle, usable from any thread.
+unsafe impl Send for Context<'_> {}
+// SAFETY: CUstream is process-wide; used on a thread whose current context is not its own, a
+// call fails with an error code and touches no host memory (users make the context current).
+unsafe impl Send for Stream<'_> {}
+// SAFETY: CUmodule and CUfunction are process-wide, as CUstream above.
+unsafe impl Send for Kernels<'_> {}
 
 /// A device's primary context, made current; released on drop.
 pub struct Context<'a> {
@@ -22,23 +30,21 @@ pub struct Context<'a> {
 
 impl<'a> Context<'a> {
     pub fn retain(drv: &'a Driver, ordinal: i32) -> Result<Self, ApiError> {
-        let mut dev: sys::CUdevice = 0;
-        cu!(drv, cuDeviceGet(&mut dev, ordinal))?;
-        let mut ctx: sys::CUcontext = std::ptr::null_mut();
-        cu!(drv, cuDevicePrimaryCtxRetain(&mut ctx, dev))?;
+        let dev = drv.device(ordinal)?;
+        let ctx = drv.primary_ctx_retain(dev)?;
         let c = Context { drv, dev, ctx };
         c.make_current()?;
         Ok(c)
     }
 
     pub fn make_current(&self) -> Result<(), ApiError> {
-        cu!(self.drv, cuCtxSetCurrent(self.ctx))
+        self.drv.ctx_set_current(self.ctx)
     }
 }
 
 impl Drop for Context<'_> {
     fn drop(&mut self) {
-        let _ = cu!(self.drv, cuDevicePrimaryCtxRelease_v2(self.dev));
+        let _ = self.drv.primary_ctx_release(self.dev);
     }
 }
 
@@ -50,19 +56,18 @@ pub struct Stream<'a> {
 
 impl<'a> Stream<'a> {
     pub fn new(drv: &'a Driver) -> Result<Self, ApiError> {
-        let mut raw: sys::CUstream = std::ptr::null_mut();
-        cu!(drv, cuStreamCreate(&mut raw, sys::CU_STREAM_NON_BLOCKING))?;
+        let raw = drv.stream_create(sys::CU_STREAM_NON_BLOCKING)?;
         Ok(Stream { drv, raw })
     }
 
     pub fn sync(&self) -> Result<(), ApiError> {
-        cu!(self.drv, cuStreamSynchronize(self.raw))
+        self.drv.stream_synchronize(self.raw)
     }
 }
 
 impl Drop for Stream<'_> {
     fn drop(&mut self) {
-        let _ = cu!(self.drv, cuStreamDestroy_v2(self.raw));
+        let _ = self.drv.stream_destroy(self.raw);
     }
 }
 
@@ -74,15 +79,14 @@ pub struct DeviceBuffer<'a> {
 
 impl<'a> DeviceBuffer<'a> {
     pub fn new(drv: &'a Driver, bytes: usize) -> Result<Self, ApiError> {
-        let mut ptr: sys::CUdeviceptr = 0;
-        cu!(drv, cuMemAlloc_v2(&mut ptr, bytes))?;
+        let ptr = drv.mem_alloc(bytes)?;
         Ok(DeviceBuffer { drv, ptr })
     }
 }
 
 impl Drop for DeviceBuffer<'_> {
     fn drop(&mut self) {
-        let _ = cu!(self.drv, cuMemFree_v2(self.ptr));
+        let _ = self.drv.mem_free(self.ptr);
     }
 }
 
@@ -103,8 +107,7 @@ impl<'a> Kernels<'a> {
             name: None,
             message: Some("NUL in PTX".into()),
         })?;
-        let mut module: sys::CUmodule = std::ptr::null_mut();
-        cu!(drv, cuModuleLoadData(&mut module, image.as_ptr().cast()))?;
+        let module = drv.module_load_data(&image)?;
         let mut k = Kernels {
             drv,
             module,
@@ -117,7 +120,7 @@ impl<'a> Kernels<'a> {
             (&mut k.verify, c"gpuprobe_verify"),
             (&mut k.busy, c"gpuprobe_busy"),
         ] {
-            cu!(drv, cuModuleGetFunction(slot, module, name.as_ptr()))?;
+            *slot = drv.module_get_function(module, name)?;
         }
         Ok(k)
     }
@@ -190,28 +193,14 @@ impl<'a> Kernels<'a> {
         stream: &Stream<'_>,
         params: &mut [*mut c_void],
     ) -> Result<(), ApiError> {
-        cu!(
-            self.drv,
-            cuLaunchKernel(
-                f,
-                blocks,
-                1,
-                1,
-                THREADS_PER_BLOCK,
-                1,
-                1,
-                0,
-                stream.raw,
-                params.as_mut_ptr(),
-                std::ptr::null_mut()
-            )
-        )
+        self.drv
+            .launch_kernel(f, blocks, THREADS_PER_BLOCK, stream.raw, params)
     }
 }
 
 impl Drop for Kernels<'_> {
     fn drop(&mut self) {
-        let _ = cu!(self.drv, cuModuleUnload(self.module));
+        let _ = self.drv.module_unload(self.module);
     }
 }
 
@@ -255,10 +244,8 @@ impl<'a> Slots<'a> {
     /// Queues the reset of every slot on `stream` (no host wait).
     pub fn reset(&self, stream: &Stream<'_>) -> Result<(), ApiError> {
         let init: Vec<u64> = (0..self.n).flat_map(|_| [0u64, u64::MAX]).collect();
-        cu!(
-            self.drv,
-            cuMemcpyHtoDAsync_v2(self.buf.ptr, init.as_ptr().cast(), self.n * 16, stream.raw)
-        )?;
+        self.drv
+            .memcpy_htod_async(self.buf.ptr, &init, stream.raw)?;
         // A pageable source is staged before the call returns, so `init` may go now.
         Ok(())
     }
@@ -266,10 +253,7 @@ impl<'a> Slots<'a> {
     /// Reads every slot; call after the stream that used them has been synchronised.
     pub fn read(&self) -> Result<Vec<SlotValue>, ApiError> {
         let mut raw = vec![0u64; self.n * 2];
-        cu!(
-            self.drv,
-            cuMemcpyDtoH_v2(raw.as_mut_ptr().cast(), self.buf.ptr, self.n * 16)
-        )?;
+        self.drv.memcpy_dtoh(&mut raw, self.buf.ptr)?;
         Ok(raw
             .chunks_exact(2)
             .map(|c| SlotValue {
@@ -282,10 +266,7 @@ impl<'a> Slots<'a> {
 
 /// Host copy of `words` 32-bit words at device address `src` into `dst`.
 pub fn copy_to_host(drv: &Driver, dst: &mut [u32], src: u64) -> Result<(), ApiError> {
-    cu!(
-        drv,
-        cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), src, std::mem::size_of_val(dst))
-    )
+    drv.memcpy_dtoh(dst, src)
 }
 
 /// Host memory the smoke test copies pool contents into: page-locked where the driver gives it
@@ -340,11 +321,7 @@ impl PinnedWords {
             .cuMemFreeHost
             .as_ref()
             .map_err(|_| drv.missing("cuMemFreeHost"))?;
-        let mut p: *mut c_void = std::ptr::null_mut();
-        cu!(
-            drv,
-            cuMemAllocHost_v2(&mut p, len * std::mem::size_of::<u32>())
-        )?;
+        let p = drv.mem_alloc_host(len * std::mem::size_of::<u32>())?;
         let ptr = std::ptr::NonNull::new(p.cast::<u32>()).ok_or_else(|| ApiError {
             api: "cuMemAllocHost".into(),
             code: 0,

@@ -11,7 +11,6 @@
 
 use std::time::Instant;
 
-use super::driver::cu;
 use super::gpu::{Context, DeviceBuffer, Kernels, Slots, Stream};
 use super::smoke::{alloc_prop, readwrite_access};
 use super::{Driver, sys};
@@ -55,12 +54,8 @@ impl PeerRead {
     }
 }
 
-/// A device's handles, moved between threads: driver handles belong to the process, not to the
-/// thread that made them (each use makes its context current first).
+/// A device's handles, moved between threads (the handles are `Send`: see `gpu.rs`).
 pub(super) struct Opened<'a>(pub(super) Result<Dev<'a>, ApiError>);
-// SAFETY: CUcontext, CUmodule, CUstream and device pointers are process-wide handles; every use
-// in this module makes the owning context current on the calling thread first.
-unsafe impl Send for Opened<'_> {}
 
 /// Every pair of devices, or (`only` not empty) every pair of those devices.
 pub fn run(drv: &Driver, out: &mut Emitter, count: i32, only: &[u32]) {
@@ -123,12 +118,7 @@ pub(super) fn check_pair(
     b: usize,
 ) -> Peer {
     let t = Instant::now();
-    let can = |x: usize, y: usize| {
-        let mut v = 0i32;
-        cu!(drv, cuDeviceCanAccessPeer(&mut v, x as i32, y as i32))
-            .ok()
-            .map(|_| v != 0)
-    };
+    let can = |x: usize, y: usize| drv.can_access_peer(x as i32, y as i32).ok();
     let (ab, ba) = (can(a, b), can(b, a));
     // b reading a's pool, and a reading b's.
     let read = |owner: usize, peer: usize, allowed: Option<bool>| {
@@ -205,13 +195,10 @@ fn vmm_pool_read_by_peers(
         return failed("peer_context", e);
     }
     let prop = alloc_prop(od.ctx.dev);
-    let mut g: usize = 0;
-    if let Err(e) = cu!(
-        drv,
-        cuMemGetAllocationGranularity(&mut g, &prop, sys::CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
-    ) {
-        return failed("peer_context", e);
-    }
+    let g = match drv.allocation_granularity(&prop, sys::CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) {
+        Ok(g) => g,
+        Err(e) => return failed("peer_context", e),
+    };
     let mut access = vec![readwrite_access(od.ctx.dev)];
     access.extend(peers.iter().map(|p| readwrite_access(*p as i32)));
     let growths: Vec<_> = plan
@@ -257,8 +244,8 @@ fn vmm_pool_read_by_peers(
         }
     }
     if base != 0 && od.ctx.make_current().is_ok() {
-        let _ = cu!(drv, cuMemUnmap(base, size as usize));
-        let _ = cu!(drv, cuMemAddressFree(base, plan.reserve_bytes as usize));
+        let _ = drv.mem_unmap(base, size as usize);
+        let _ = drv.mem_address_free(base, plan.reserve_bytes as usize);
     }
     results
 }
@@ -273,33 +260,25 @@ fn grow(
     reserve: u64,
 ) -> Result<(), (&'static str, ApiError)> {
     od.ctx.make_current().map_err(|e| ("peer_context", e))?;
-    let mut handle: sys::CUmemGenericAllocationHandle = 0;
-    cu!(drv, cuMemCreate(&mut handle, g.bytes as usize, prop, 0))
+    let handle = drv
+        .mem_create(g.bytes as usize, prop)
         .map_err(|e| ("peer_create", e))?;
-    if *base == 0
-        && let Err(e) = cu!(drv, cuMemAddressReserve(base, reserve as usize, 0, 0, 0))
-    {
-        let _ = cu!(drv, cuMemRelease(handle));
-        return Err(("peer_reserve", e));
+    if *base == 0 {
+        match drv.mem_address_reserve(reserve as usize) {
+            Ok(b) => *base = b,
+            Err(e) => {
+                let _ = drv.mem_release(handle);
+                return Err(("peer_reserve", e));
+            }
+        }
     }
-    if let Err(e) = cu!(
-        drv,
-        cuMemMap(*base + g.offset, g.bytes as usize, 0, handle, 0)
-    ) {
-        let _ = cu!(drv, cuMemRelease(handle));
+    if let Err(e) = drv.mem_map(*base + g.offset, g.bytes as usize, handle) {
+        let _ = drv.mem_release(handle);
         return Err(("peer_map", e));
     }
-    cu!(drv, cuMemRelease(handle)).map_err(|e| ("peer_release", e))?;
-    cu!(
-        drv,
-        cuMemSetAccess(
-            *base + g.offset,
-            g.bytes as usize,
-            access.as_ptr(),
-            access.len()
-        )
-    )
-    .map_err(|e| ("peer_set_access", e))
+    drv.mem_release(handle).map_err(|e| ("peer_release", e))?;
+    drv.mem_set_access(*base + g.offset, g.bytes as usize, access)
+        .map_err(|e| ("peer_set_access", e))
 }
 
 /// Verifies words [begin, begin + count) of the owner's pool with a kernel on the peer.
@@ -331,16 +310,13 @@ fn peer_copy(drv: &Driver, da: &Dev<'_>, db: &Dev<'_>, enable: bool) -> Result<u
     da.ctx.make_current()?;
     if enable {
         // Already-enabled is fine; anything else shows up in the copy.
-        let _ = cu!(drv, cuCtxEnablePeerAccess(db.ctx.ctx, 0));
+        let _ = drv.ctx_enable_peer_access(db.ctx.ctx);
     }
     let src = DeviceBuffer::new(drv, COPY_BYTES)?;
     da.kernels.write(&da.stream, src.ptr, 0, words, s)?;
     da.stream.sync()?;
-    cu!(
-        drv,
-        cuMemcpyPeer(dst.ptr, db.ctx.ctx, src.ptr, da.ctx.ctx, COPY_BYTES)
-    )?;
-    cu!(drv, cuCtxSynchronize())?;
+    drv.memcpy_peer(dst.ptr, db.ctx.ctx, src.ptr, da.ctx.ctx, COPY_BYTES)?;
+    drv.ctx_synchronize()?;
     drop(src);
     db.ctx.make_current()?;
     db.slots.reset(&db.stream)?;

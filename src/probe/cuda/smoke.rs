@@ -5,7 +5,6 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::driver::cu;
 use super::gpu::{Context, HostWords, Kernels, Slots, Stream, copy_to_host};
 use super::{Driver, sys};
 use crate::probe::events::Emitter;
@@ -140,10 +139,7 @@ pub fn readwrite_access(dev: sys::CUdevice) -> sys::CUmemAccessDesc {
 }
 
 fn free_vram(drv: &Driver) -> Option<u64> {
-    let (mut f, mut t) = (0usize, 0usize);
-    cu!(drv, cuMemGetInfo_v2(&mut f, &mut t))
-        .ok()
-        .map(|_| f as u64)
+    drv.mem_info().ok().map(|(f, _)| f as u64)
 }
 
 /// Runs the smoke test on `ordinal` with allocation granularity `granularity`; returns the
@@ -327,16 +323,15 @@ impl Run<'_, '_> {
                 continue;
             }
             // The CUDA pool unmaps its whole range at once (the HIP pool mapping by mapping).
-            cu!(self.drv, cuMemUnmap(pool.base, pool.size as usize))
+            self.drv
+                .mem_unmap(pool.base, pool.size as usize)
                 .map_err(|e| Failure::api("unmap", c, e).at(p as u32, None))?;
             if first {
                 self.out.stage("free", c, p as u32, 0);
             }
-            cu!(
-                self.drv,
-                cuMemAddressFree(pool.base, self.plan.reserve_bytes as usize)
-            )
-            .map_err(|e| Failure::api("free", c, e).at(p as u32, None))?;
+            self.drv
+                .mem_address_free(pool.base, self.plan.reserve_bytes as usize)
+                .map_err(|e| Failure::api("free", c, e).at(p as u32, None))?;
         }
         Ok(())
     }
@@ -450,44 +445,32 @@ impl Run<'_, '_> {
         // Every cycle names the growth it is in, so a hang in a late cycle still has a stage.
         self.out.stage("create", c, p, growth);
         // llama.cpp creates the physical memory first and reserves on the first growth only.
-        let mut handle: sys::CUmemGenericAllocationHandle = 0;
-        cu!(
-            drv,
-            cuMemCreate(&mut handle, g.bytes as usize, &self.prop, 0)
-        )
-        .map_err(|e| fail("create", e))?;
+        let handle = drv
+            .mem_create(g.bytes as usize, &self.prop)
+            .map_err(|e| fail("create", e))?;
         if pool.base == 0 {
             announce(self.out, "reserve");
-            let mut base: sys::CUdeviceptr = 0;
-            if let Err(e) = cu!(
-                drv,
-                cuMemAddressReserve(&mut base, self.plan.reserve_bytes as usize, 0, 0, 0)
-            ) {
-                let _ = cu!(drv, cuMemRelease(handle));
-                return Err(fail("reserve", e));
+            match drv.mem_address_reserve(self.plan.reserve_bytes as usize) {
+                Ok(base) => pool.base = base,
+                Err(e) => {
+                    let _ = drv.mem_release(handle);
+                    return Err(fail("reserve", e));
+                }
             }
-            pool.base = base;
         }
         let at = pool.base + g.offset;
         announce(self.out, "map");
-        if let Err(e) = cu!(drv, cuMemMap(at, g.bytes as usize, 0, handle, 0)) {
-            let _ = cu!(drv, cuMemRelease(handle));
+        if let Err(e) = drv.mem_map(at, g.bytes as usize, handle) {
+            let _ = drv.mem_release(handle);
             return Err(fail("map", e));
         }
         pool.size = g.offset + g.bytes;
         announce(self.out, "release");
-        cu!(drv, cuMemRelease(handle)).map_err(|e| fail("release", e))?;
+        drv.mem_release(handle).map_err(|e| fail("release", e))?;
         announce(self.out, "set_access");
-        let n = self.access.len();
-        if let Err(e) = cu!(
-            drv,
-            cuMemSetAccess(at, g.bytes as usize, self.access.as_ptr(), n)
-        ) {
+        if let Err(e) = drv.mem_set_access(at, g.bytes as usize, &self.access) {
             // Would access over everything mapped so far work (llama.cpp PR #23900)?
-            let whole = cu!(
-                drv,
-                cuMemSetAccess(pool.base, pool.size as usize, self.access.as_ptr(), n)
-            );
+            let whole = drv.mem_set_access(pool.base, pool.size as usize, &self.access);
             let mut f = fail("set_access", e);
             f.whole_range_helped = Some(whole.is_ok());
             return Err(f);

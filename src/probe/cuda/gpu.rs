@@ -1,10 +1,11 @@
-//! Handles that release themselves: the primary context, a non-blocking stream, the smoke module,
-//! device buffers and counter slots. Each borrows the driver it came from.
+//! Handles over the safe calls (`calls.rs`): the primary context, a non-blocking stream, the smoke
+//! module, device buffers, counter slots and VMM allocations release themselves on drop; a
+//! reserved VA range only when told (`VaRange`). Each borrows the driver it came from.
 
 use std::ffi::{CString, c_void};
 
 use super::{Driver, sys};
-use crate::report::ApiError;
+use crate::report::{ApiError, SmokeStage};
 
 const PTX: &str = include_str!("../../../probes/smoke.ptx");
 pub const THREADS_PER_BLOCK: u32 = 256;
@@ -87,6 +88,113 @@ impl<'a> DeviceBuffer<'a> {
 impl Drop for DeviceBuffer<'_> {
     fn drop(&mut self) {
         let _ = self.drv.mem_free(self.ptr);
+    }
+}
+
+/// Physical memory for a VMM mapping (`cuMemCreate`): released on drop, or by `release`, which
+/// says whether that worked. What is mapped stays alive after the handle is released, which is
+/// how llama.cpp's pool uses it.
+pub struct Allocation<'a> {
+    drv: &'a Driver,
+    handle: sys::CUmemGenericAllocationHandle,
+}
+
+impl<'a> Allocation<'a> {
+    pub fn create(
+        drv: &'a Driver,
+        bytes: u64,
+        prop: &sys::CUmemAllocationProp,
+    ) -> Result<Self, ApiError> {
+        let handle = drv.mem_create(bytes as usize, prop)?;
+        Ok(Allocation { drv, handle })
+    }
+
+    pub fn release(self) -> Result<(), ApiError> {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.drv.mem_release(this.handle)
+    }
+}
+
+impl Drop for Allocation<'_> {
+    fn drop(&mut self) {
+        let _ = self.drv.mem_release(self.handle);
+    }
+}
+
+/// A reserved virtual address range (`cuMemAddressReserve`) and how much of it is mapped, from
+/// its start. **Not** released on drop: after a GPU fault, unmapping can block forever, so a
+/// failed test leaves its ranges to process exit (probes/PROTOCOL.md). `unmap` and `free` release
+/// it stage by stage (the smoke test announces each), `release` does both and names the stage
+/// that failed.
+pub struct VaRange<'a> {
+    drv: &'a Driver,
+    base: sys::CUdeviceptr,
+    reserved: u64,
+    mapped: u64,
+}
+
+impl<'a> VaRange<'a> {
+    pub fn reserve(drv: &'a Driver, bytes: u64) -> Result<Self, ApiError> {
+        let base = drv.mem_address_reserve(bytes as usize)?;
+        Ok(VaRange {
+            drv,
+            base,
+            reserved: bytes,
+            mapped: 0,
+        })
+    }
+
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// Bytes mapped from the start (the pool's size).
+    pub fn mapped(&self) -> u64 {
+        self.mapped
+    }
+
+    /// Maps `memory` (`bytes` of it) at `offset`, the end of what is mapped so far.
+    pub fn map(
+        &mut self,
+        offset: u64,
+        bytes: u64,
+        memory: &Allocation<'_>,
+    ) -> Result<(), ApiError> {
+        self.drv
+            .mem_map(self.base + offset, bytes as usize, memory.handle)?;
+        self.mapped = self.mapped.max(offset + bytes);
+        Ok(())
+    }
+
+    /// Sets `access` on [offset, offset + bytes).
+    pub fn set_access(
+        &self,
+        offset: u64,
+        bytes: u64,
+        access: &[sys::CUmemAccessDesc],
+    ) -> Result<(), ApiError> {
+        self.drv
+            .mem_set_access(self.base + offset, bytes as usize, access)
+    }
+
+    /// Unmaps everything mapped, at once (as llama.cpp's CUDA pool does).
+    pub fn unmap(&mut self) -> Result<(), ApiError> {
+        if self.mapped > 0 {
+            self.drv.mem_unmap(self.base, self.mapped as usize)?;
+            self.mapped = 0;
+        }
+        Ok(())
+    }
+
+    /// Gives the address range back (after `unmap`).
+    pub fn free(self) -> Result<(), ApiError> {
+        self.drv.mem_address_free(self.base, self.reserved as usize)
+    }
+
+    /// `unmap`, then `free`; the error names the stage that failed.
+    pub fn release(mut self) -> Result<(), (SmokeStage, ApiError)> {
+        self.unmap().map_err(|e| (SmokeStage::Unmap, e))?;
+        self.free().map_err(|e| (SmokeStage::Free, e))
     }
 }
 

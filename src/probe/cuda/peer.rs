@@ -11,7 +11,7 @@
 
 use std::time::Instant;
 
-use super::gpu::{Context, DeviceBuffer, Kernels, Slots, Stream};
+use super::gpu::{Allocation, Context, DeviceBuffer, Kernels, Slots, Stream, VaRange};
 use super::smoke::{alloc_prop, readwrite_access};
 use super::{Driver, sys};
 use crate::probe::events::Emitter;
@@ -209,13 +209,12 @@ fn vmm_pool_read_by_peers(
         .collect();
     let s = seed(4096 + owner as u32, 0);
     let mut results = vec![PeerRead::default(); peers.len()];
-    let mut base: sys::CUdeviceptr = 0;
-    let mut size = 0u64;
+    let mut range: Option<VaRange<'_>> = None;
     for gr in &growths {
-        if let Err((stage, e)) = grow(drv, od, &prop, &access, &mut base, gr, plan.reserve_bytes) {
-            return failed(stage, e);
-        }
-        size = gr.offset + gr.bytes;
+        let base = match grow(drv, od, &prop, &access, &mut range, gr, plan.reserve_bytes) {
+            Ok(base) => base,
+            Err((stage, e)) => return failed(stage, e),
+        };
         if let Err(e) = od
             .kernels
             .write(&od.stream, base, gr.offset / 4, gr.bytes / 4, s)
@@ -243,42 +242,37 @@ fn vmm_pool_read_by_peers(
             }
         }
     }
-    if base != 0 && od.ctx.make_current().is_ok() {
-        let _ = drv.mem_unmap(base, size as usize);
-        let _ = drv.mem_address_free(base, plan.reserve_bytes as usize);
+    if let Some(r) = range
+        && od.ctx.make_current().is_ok()
+    {
+        let _ = r.release();
     }
     results
 }
 
-fn grow(
-    drv: &Driver,
+/// One growth of the pool in `range` (reserved on the first); returns the pool's base.
+fn grow<'a>(
+    drv: &'a Driver,
     od: &Dev<'_>,
     prop: &sys::CUmemAllocationProp,
     access: &[sys::CUmemAccessDesc],
-    base: &mut sys::CUdeviceptr,
+    range: &mut Option<VaRange<'a>>,
     g: &smoke_plan::Growth,
     reserve: u64,
-) -> Result<(), (&'static str, ApiError)> {
+) -> Result<u64, (&'static str, ApiError)> {
     od.ctx.make_current().map_err(|e| ("peer_context", e))?;
-    let handle = drv
-        .mem_create(g.bytes as usize, prop)
-        .map_err(|e| ("peer_create", e))?;
-    if *base == 0 {
-        match drv.mem_address_reserve(reserve as usize) {
-            Ok(b) => *base = b,
-            Err(e) => {
-                let _ = drv.mem_release(handle);
-                return Err(("peer_reserve", e));
-            }
-        }
-    }
-    if let Err(e) = drv.mem_map(*base + g.offset, g.bytes as usize, handle) {
-        let _ = drv.mem_release(handle);
-        return Err(("peer_map", e));
-    }
-    drv.mem_release(handle).map_err(|e| ("peer_release", e))?;
-    drv.mem_set_access(*base + g.offset, g.bytes as usize, access)
-        .map_err(|e| ("peer_set_access", e))
+    // Released when it goes out of scope on a failure below.
+    let memory = Allocation::create(drv, g.bytes, prop).map_err(|e| ("peer_create", e))?;
+    let r = match range {
+        Some(r) => r,
+        None => range.insert(VaRange::reserve(drv, reserve).map_err(|e| ("peer_reserve", e))?),
+    };
+    r.map(g.offset, g.bytes, &memory)
+        .map_err(|e| ("peer_map", e))?;
+    memory.release().map_err(|e| ("peer_release", e))?;
+    r.set_access(g.offset, g.bytes, access)
+        .map_err(|e| ("peer_set_access", e))?;
+    Ok(r.base())
 }
 
 /// Verifies words [begin, begin + count) of the owner's pool with a kernel on the peer.

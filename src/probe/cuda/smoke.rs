@@ -5,7 +5,7 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::gpu::{Context, HostWords, Kernels, Slots, Stream, copy_to_host};
+use super::gpu::{Allocation, Context, HostWords, Kernels, Slots, Stream, VaRange, copy_to_host};
 use super::{Driver, sys};
 use crate::probe::events::Emitter;
 use crate::probe::protocol::{SmokeResult, Verdict};
@@ -86,9 +86,11 @@ impl Stats {
     }
 }
 
-/// One reservation as llama.cpp keeps it.
-#[derive(Debug, Default, Clone)]
-struct Pool {
+/// One reservation as llama.cpp keeps it: its range (from the first growth on), and where it
+/// starts and how much of it is mapped, which the checks read.
+#[derive(Default)]
+struct Pool<'a> {
+    range: Option<VaRange<'a>>,
     base: u64,
     size: u64,
 }
@@ -288,7 +290,7 @@ fn vram_check(before: Option<u64>, after: Option<u64>, cycles: u32) -> Result<()
     }
 }
 
-impl Run<'_, '_> {
+impl<'a> Run<'a, '_> {
     fn cycles(&mut self, s: &Schedule, cycles: u32, done: &mut u32) -> Result<(), Fail> {
         for c in 0..cycles {
             self.out.cycle(c);
@@ -301,7 +303,7 @@ impl Run<'_, '_> {
     /// One cycle: fresh pools grown by the cycle ops (and, in cycle 0, the long phase), every
     /// check, then unmapped and freed the way llama.cpp's destructor does it.
     fn cycle(&mut self, s: &Schedule, c: u32, first: bool) -> Result<(), Fail> {
-        let mut pools = vec![Pool::default(); self.plan.pools as usize];
+        let mut pools: Vec<Pool<'_>> = (0..self.plan.pools).map(|_| Pool::default()).collect();
         let mut uses: Vec<SlotUse> = Vec::new();
         self.slots
             .reset(&self.stream)
@@ -318,19 +320,19 @@ impl Run<'_, '_> {
             self.sync_and_check(&pools, c, &uses)?;
         }
         self.out.stage("unmap", c, 0, 0);
-        for (p, pool) in pools.iter().enumerate() {
-            if pool.base == 0 {
+        for (p, pool) in pools.into_iter().enumerate() {
+            let Some(mut range) = pool.range else {
                 continue;
-            }
+            };
             // The CUDA pool unmaps its whole range at once (the HIP pool mapping by mapping).
-            self.drv
-                .mem_unmap(pool.base, pool.size as usize)
+            range
+                .unmap()
                 .map_err(|e| Failure::api("unmap", c, e).at(p as u32, None))?;
             if first {
                 self.out.stage("free", c, p as u32, 0);
             }
-            self.drv
-                .mem_address_free(pool.base, self.plan.reserve_bytes as usize)
+            range
+                .free()
                 .map_err(|e| Failure::api("free", c, e).at(p as u32, None))?;
         }
         Ok(())
@@ -340,7 +342,7 @@ impl Run<'_, '_> {
     /// during each growth; then sleep, verify everything again, and compare on the host.
     fn long_phase(
         &mut self,
-        pools: &mut [Pool],
+        pools: &mut [Pool<'a>],
         s: &Schedule,
         c: u32,
         uses: &mut Vec<SlotUse>,
@@ -426,7 +428,7 @@ impl Run<'_, '_> {
     /// new chunk and the verify kernel over the whole pool, queued with no host wait.
     fn grow_and_check(
         &mut self,
-        pools: &mut [Pool],
+        pools: &mut [Pool<'a>],
         g: &Growth,
         c: u32,
         growth: u32,
@@ -445,32 +447,29 @@ impl Run<'_, '_> {
         // Every cycle names the growth it is in, so a hang in a late cycle still has a stage.
         self.out.stage("create", c, p, growth);
         // llama.cpp creates the physical memory first and reserves on the first growth only.
-        let handle = drv
-            .mem_create(g.bytes as usize, &self.prop)
-            .map_err(|e| fail("create", e))?;
-        if pool.base == 0 {
-            announce(self.out, "reserve");
-            match drv.mem_address_reserve(self.plan.reserve_bytes as usize) {
-                Ok(base) => pool.base = base,
-                Err(e) => {
-                    let _ = drv.mem_release(handle);
-                    return Err(fail("reserve", e));
-                }
+        // Released when it goes out of scope on a failure below.
+        let memory = Allocation::create(drv, g.bytes, &self.prop).map_err(|e| fail("create", e))?;
+        let range = match &mut pool.range {
+            Some(r) => r,
+            None => {
+                announce(self.out, "reserve");
+                let r = VaRange::reserve(drv, self.plan.reserve_bytes)
+                    .map_err(|e| fail("reserve", e))?;
+                pool.base = r.base();
+                pool.range.insert(r)
             }
-        }
-        let at = pool.base + g.offset;
+        };
         announce(self.out, "map");
-        if let Err(e) = drv.mem_map(at, g.bytes as usize, handle) {
-            let _ = drv.mem_release(handle);
-            return Err(fail("map", e));
-        }
-        pool.size = g.offset + g.bytes;
+        range
+            .map(g.offset, g.bytes, &memory)
+            .map_err(|e| fail("map", e))?;
+        pool.size = range.mapped();
         announce(self.out, "release");
-        drv.mem_release(handle).map_err(|e| fail("release", e))?;
+        memory.release().map_err(|e| fail("release", e))?;
         announce(self.out, "set_access");
-        if let Err(e) = drv.mem_set_access(at, g.bytes as usize, &self.access) {
+        if let Err(e) = range.set_access(g.offset, g.bytes, &self.access) {
             // Would access over everything mapped so far work (llama.cpp PR #23900)?
-            let whole = drv.mem_set_access(pool.base, pool.size as usize, &self.access);
+            let whole = range.set_access(0, range.mapped(), &self.access);
             let mut f = fail("set_access", e);
             f.whole_range_helped = Some(whole.is_ok());
             return Err(f);

@@ -2,7 +2,8 @@
 # Builds the bare CUDA probe program (probes/gpuprobe-probe.cpp with nvcc, scripts/build-probe.sh)
 # and saves its raw stdout on this machine's GPUs, for tests/protocol.rs, which reads every line
 # of it through the protocol's Rust types and requires the same JSON back. Made for a GPU machine
-# with nvcc (no Rust needed). Copy the folder's *.jsonl to tests/fixtures/probe-output/NAME/.
+# with nvcc (no Rust needed). Copy the folder's *.jsonl to tests/fixtures/probe-output/NAME/
+# (tests/protocol.rs reads every *.jsonl under tests/fixtures/).
 #
 # Usage: scripts/capture-probe-output.sh OUT [ARCH]
 #   OUT   folder for the files (created)
@@ -22,6 +23,12 @@ set -u
 out=$1
 arch=${2:-sm_90}
 here=$(cd "$(dirname "$0")/.." && pwd)
+# nvcc: $NVCC, PATH, or the usual install places (newest first), as scripts/gpu-verify.sh finds it.
+if [ -z "${NVCC:-}" ] && ! command -v nvcc >/dev/null 2>&1; then
+    for c in /usr/local/cuda/bin/nvcc $(ls -d /usr/local/cuda-*/bin/nvcc 2>/dev/null | sort -rV); do
+        if [ -x "$c" ]; then NVCC=$c; export NVCC; break; fi
+    done
+fi
 mkdir -p "$out/build"
 log=$out/log.txt
 : >"$log"

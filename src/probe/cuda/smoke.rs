@@ -11,7 +11,7 @@ use crate::probe::events::Emitter;
 use crate::probe::protocol::{SmokeResult, Verdict};
 use crate::probe::smoke_pattern::{compare_parallel, compare_threads, seed, value};
 use crate::probe::smoke_plan::{self, Growth, Plan, Schedule};
-use crate::report::ApiError;
+use crate::report::{ApiError, SmokeStage};
 
 /// Free VRAM may drift by this much between before and after without counting as a leak.
 pub const VRAM_TOLERANCE: u64 = 32 << 20;
@@ -23,7 +23,7 @@ const HOST_PIECE: u64 = 32 << 20;
 /// What went wrong, where.
 #[derive(Debug, Clone)]
 pub struct Failure {
-    pub stage: &'static str,
+    pub stage: SmokeStage,
     pub error: ApiError,
     pub cycle: u32,
     pub pool: Option<u32>,
@@ -49,9 +49,9 @@ pub struct BadWords {
 type Fail = Box<Failure>;
 
 impl Failure {
-    fn api(stage: &'static str, cycle: u32, error: ApiError) -> Fail {
+    fn api(stage: impl Into<SmokeStage>, cycle: u32, error: ApiError) -> Fail {
         Box::new(Failure {
-            stage,
+            stage: stage.into(),
             error,
             cycle,
             pool: None,
@@ -216,7 +216,7 @@ pub fn run(
         }),
         reason: None,
         plan_version: plan.map(|p| p.version),
-        failed_stage: fail.map(|f| f.stage.into()),
+        failed_stage: fail.map(|f| f.stage.clone()),
         error: fail.map(|f| f.error.clone()),
         failed_cycle: fail.map(|f| f.cycle),
         failed_pool: fail.and_then(|f| f.pool),

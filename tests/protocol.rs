@@ -11,6 +11,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use gpuprobe::probe::protocol::{Event, Message};
+#[path = "common/probe_bins.rs"]
+mod probe_bins;
+use probe_bins::built_probes;
 use serde_json::Value;
 
 fn root() -> &'static Path {
@@ -197,22 +200,6 @@ fn the_cuda_childs_recorded_lines_are_what_the_protocol_types_write() {
             .join("\n")
     );
     assert!(streams >= 4, "only {streams} recorded streams");
-}
-
-/// Probe programs built by scripts/test.sh (hipcc and nvcc), or named by GPUPROBE_PROBE_BIN.
-fn built_probes() -> Vec<PathBuf> {
-    if let Some(p) = std::env::var_os("GPUPROBE_PROBE_BIN") {
-        return vec![PathBuf::from(p)];
-    }
-    let cache = std::env::var_os("GPUPROBE_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/gpuprobe-dev")))
-        .unwrap_or_default();
-    ["gpuprobe-probe-hip", "gpuprobe-probe-cuda"]
-        .iter()
-        .map(|n| cache.join("probe").join(n))
-        .filter(|p| p.is_file())
-        .collect()
 }
 
 /// The probe's stdout, killed after a minute (a GPU machine runs the smoke test in about one

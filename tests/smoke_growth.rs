@@ -13,8 +13,11 @@
 #[allow(dead_code)]
 #[path = "common/fake_cuda.rs"]
 mod fake_cuda;
+#[path = "common/probe_bins.rs"]
+mod probe_bins;
+use probe_bins::built_probes;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use fake_cuda::{FakeMachine, pattern, seed};
@@ -260,22 +263,6 @@ fn hip_fake_pass_over_too_few_cycles_is_partial() {
 }
 
 // ---- one schedule for both implementations ---------------------------------------------------
-
-/// Probe programs built by scripts/test.sh (hipcc and nvcc), or named by GPUPROBE_PROBE_BIN.
-fn built_probes() -> Vec<PathBuf> {
-    if let Some(p) = std::env::var_os("GPUPROBE_PROBE_BIN") {
-        return vec![PathBuf::from(p)];
-    }
-    let cache = std::env::var_os("GPUPROBE_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/gpuprobe-dev")))
-        .unwrap_or_default();
-    ["gpuprobe-probe-hip", "gpuprobe-probe-cuda"]
-        .iter()
-        .map(|n| cache.join("probe").join(n))
-        .filter(|p| p.is_file())
-        .collect()
-}
 
 #[test]
 fn probe_program_and_cuda_child_grow_pools_by_the_same_schedule() {

@@ -1381,6 +1381,11 @@ const TABLE: &[Row] = &[
     // gfx1036: AMD's rocBLAS has no kernels for it on any ROCm (Q30); a neighbouring RDNA2 target does not get it.
     Row { targets: "gfx1036", rocm: Some("6.4.1"), vmm_flag: Some("ON"), applies: &["Q30"], ..R },
     Row { targets: "gfx1030", rocm: Some("6.4.1"), vmm_flag: Some("ON"), absent: &["Q30"], ..R },
+    // Debug (-O0) HIP builds on ROCm 7.11+ on Radeon families (Q31); not before 7.11, not on CDNA.
+    Row { targets: "gfx1100", rocm: Some("7.11.0"), vmm_flag: Some("ON"), applies: &["Q31"], ..R },
+    Row { targets: "gfx1201", rocm: Some("7.14.0"), vmm_flag: Some("ON"), applies: &["Q31"], ..R },
+    Row { targets: "gfx1100", rocm: Some("7.2.1"), vmm_flag: Some("ON"), absent: &["Q31"], ..R },
+    Row { targets: "gfx942", rocm: Some("7.11.0"), vmm_flag: Some("ON"), absent: &["Q31"], ..R },
     // Toolkit regressions for RDNA1/RDNA2: Linux ROCm 7.1+ comgr (Q24), Windows HIP SDK 7.1+ enumeration (Q27).
     Row { targets: "gfx1030", rocm: Some("7.1.1"), vmm_flag: Some("ON"), applies: &["Q24", "Q3"], absent: &["Q27"], ..R },
     Row { targets: "gfx1030", rocm: Some("7.2.1"), vmm_flag: Some("ON"), applies: &["Q24"], ..R },

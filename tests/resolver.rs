@@ -1386,6 +1386,11 @@ const TABLE: &[Row] = &[
     Row { targets: "gfx1201", rocm: Some("7.14.0"), vmm_flag: Some("ON"), applies: &["Q31"], ..R },
     Row { targets: "gfx1100", rocm: Some("7.2.1"), vmm_flag: Some("ON"), absent: &["Q31"], ..R },
     Row { targets: "gfx942", rocm: Some("7.11.0"), vmm_flag: Some("ON"), absent: &["Q31"], ..R },
+    // gfx1151 on the ROCm 7.2.x runtime: HSA `Memory in use` at model load, reported working on 7.13 (Q32).
+    Row { targets: "gfx1151", rocm: Some("7.2.4"), vmm_flag: Some("ON"), applies: &["Q32"], ..R },
+    Row { targets: "gfx1151", rocm: Some("7.13.0"), vmm_flag: Some("ON"), absent: &["Q32"], ..R },
+    Row { targets: "gfx1151", rocm: Some("6.4.4"), vmm_flag: Some("ON"), absent: &["Q32"], ..R },
+    Row { targets: "gfx1100", rocm: Some("7.2.4"), vmm_flag: Some("ON"), absent: &["Q32"], ..R },
     // Toolkit regressions for RDNA1/RDNA2: Linux ROCm 7.1+ comgr (Q24), Windows HIP SDK 7.1+ enumeration (Q27).
     Row { targets: "gfx1030", rocm: Some("7.1.1"), vmm_flag: Some("ON"), applies: &["Q24", "Q3"], absent: &["Q27"], ..R },
     Row { targets: "gfx1030", rocm: Some("7.2.1"), vmm_flag: Some("ON"), applies: &["Q24"], ..R },

@@ -6,7 +6,7 @@
 //! Checks only read (through the [`HostView`]) and compare; they never open a device.
 
 use super::{HostView, Node, NodeKind};
-use crate::probe::sysfs::{self, DrmGpu, Kfd};
+use crate::host::sysfs::{self, DrmGpu, Kfd};
 use crate::report::{Backend, BackendState, CheckLevel, HostCheck, Report, Visibility};
 
 const AMD: u64 = 0x1002;
@@ -403,7 +403,7 @@ fn toolkit_checks(h: &HostView, report: &Report, out: &mut Vec<HostCheck>) {
     let Some(nvcc) = h.tool("nvcc") else {
         return;
     };
-    let Some(v) = crate::probe::toolchain::parse_nvcc_version(&nvcc.version_output) else {
+    let Some(v) = crate::host::toolchain::parse_nvcc_version(&nvcc.version_output) else {
         return;
     };
     let module = super::toolkit::driver_module(report);

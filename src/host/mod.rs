@@ -7,12 +7,16 @@
 //! `GPUPROBE_REPLAY=FILE` answers from such a record instead of the machine: a user's dump becomes
 //! a test fixture that reproduces their report without their hardware.
 //!
-//! [`checks`] turns what was read into host findings (device access, modules, containers, WSL,
-//! visible-device variables); [`visible`] applies the visible-device variables; [`toolkit`]
-//! compares a toolkit with the driver; [`dump`] writes and loads the record.
+//! [`sysfs`] lists the GPUs the kernel shows (KFD, DRM, `/proc/driver/nvidia`) without a GPU
+//! runtime; [`toolchain`] finds nvcc and the ROCm tools and reads their versions; [`checks`] turns
+//! what was read into host findings (device access, modules, containers, WSL, visible-device
+//! variables); [`visible`] applies the visible-device variables; [`toolkit`] compares a toolkit
+//! with the driver; [`dump`] writes and loads the record.
 
 pub mod checks;
 pub mod dump;
+pub mod sysfs;
+pub mod toolchain;
 pub mod toolkit;
 pub mod visible;
 
@@ -748,8 +752,8 @@ fn group_entries(text: &str) -> impl Iterator<Item = (&str, u32, Vec<&str>)> {
 
 fn find_tool(name: &str) -> Option<PathBuf> {
     match name {
-        "nvcc" => crate::probe::toolchain::find_nvcc(),
-        other => crate::probe::toolchain::find_rocm_tool(other),
+        "nvcc" => crate::host::toolchain::find_nvcc(),
+        other => crate::host::toolchain::find_rocm_tool(other),
     }
 }
 

@@ -16,10 +16,10 @@ use super::hip_build::{
     ProbeProgram, build_failed_check, error_lines, probe_program, rejected_check, say_build_failed,
 };
 use super::interpret::{device_from_event, smoke_from};
-use super::sysfs::{self, DrmGpu, KfdGpu};
 use super::{
     ProbeOptions, no_hello_status, peer_results, record_run, run_children, unknown_device,
 };
+use crate::host::sysfs::{self, DrmGpu, KfdGpu};
 use crate::host::{Tool, checks, visible};
 use crate::report::{
     Backend, BackendState, BackendStatus, CheckLevel, Device, DeviceSource, HiddenDevice,

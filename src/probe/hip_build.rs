@@ -304,7 +304,7 @@ pub(super) fn rejected_check(
     targets: Option<&TargetTable>,
 ) -> HostCheck {
     let version = hipcc
-        .and_then(|t| crate::probe::toolchain::parse_hip_version(&t.version_output))
+        .and_then(|t| crate::host::toolchain::parse_hip_version(&t.version_output))
         .map(|v| format!("HIP {v}"))
         .unwrap_or_else(|| "version unknown".into());
     let path = hipcc.map(|t| t.path.as_str()).unwrap_or("hipcc");

@@ -18,8 +18,6 @@ pub mod recorded;
 pub mod shared_child;
 pub mod smoke_pattern;
 pub mod smoke_plan;
-pub mod sysfs;
-pub mod toolchain;
 
 use std::process::Command;
 use std::sync::Arc;

@@ -168,10 +168,9 @@ fn not_applicable(reason: &str) -> SmokeEvent {
 /// The NVIDIA kernel module version (`580.95.05`), which quirks key on; no driver load needed.
 /// Read under the injectable root (`GPUPROBE_SYSFS_ROOT`), like `/proc/driver/nvidia/gpus`.
 fn kernel_module_version() -> Option<String> {
-    let text = crate::files::read_to_string(
-        crate::probe::sysfs::root().join("proc/driver/nvidia/version"),
-    )
-    .ok()?;
+    let text =
+        crate::files::read_to_string(crate::host::sysfs::root().join("proc/driver/nvidia/version"))
+            .ok()?;
     let line = text.lines().next()?;
     let idx = line.find("Kernel Module")?;
     // `... x86_64 Kernel Module  580.82.07  ...` or, open flavour, `... Open Kernel Module for x86_64  580.95.05  ...`.

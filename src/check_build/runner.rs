@@ -1,6 +1,6 @@
 //! Running a llama.cpp binary to read what it says about itself: `--version` and
 //! `--list-devices`, each in an isolated child (own process group, timeout, killed with its
-//! children, never outliving gpuprobe) through the probe orchestrator.
+//! children, never outliving gpuprobe) through `child::orchestrator`.
 //!
 //! A llama.cpp binary prints some of this on stdout and some on stderr, interleaved (device
 //! lines on stderr, `Available devices:` on stdout); both go to one file in the order written,
@@ -19,8 +19,8 @@ use serde::Serialize;
 
 use super::judge::{Finding, Level};
 use super::parse;
+use crate::child::orchestrator::{self, Exit};
 use crate::error::Error;
-use crate::probe::orchestrator::{self, Exit};
 
 /// At most this much output is kept from one run.
 const MAX_OUTPUT: u64 = 8 << 20;

@@ -6,11 +6,11 @@
 use std::time::Instant;
 
 use super::interpret::{device_from_event, smoke_from};
-use super::protocol::Hello;
 use super::{
     Children, ProbeOptions, count, no_hello_status, peer_results, record_run, run_children,
     shared_child, unknown_device,
 };
+use crate::child::protocol::Hello;
 use crate::host::sysfs::{self, NvidiaProcGpu};
 use crate::host::{checks, visible};
 use crate::report::{

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use super::orchestrator::{Exit, Outcome, signal_name};
-use super::protocol::{DeviceEvent, SmokeResult, Verdict};
+use crate::child::orchestrator::{Exit, Outcome, signal_name};
+use crate::child::protocol::{DeviceEvent, SmokeResult, Verdict};
 use crate::report::{
     ApiError, Backend, BadCheck, Device, DeviceSource, Smoke, SmokeGrowth, SmokeOutcome, SmokeStage,
 };

@@ -1,4 +1,4 @@
-//! Measuring this machine's GPUs, in child processes (`orchestrator`) with a timeout; the parent
+//! Measuring this machine's GPUs, in child processes (`crate::child`) with a timeout; the parent
 //! never loads a GPU driver itself. CUDA probes every device in one shared child, one thread per
 //! device (`shared_child`); HIP, and CUDA with `--isolate`, start one child per device, all at once.
 
@@ -11,9 +11,6 @@ pub mod events;
 pub mod hip;
 pub mod hip_build;
 pub mod interpret;
-#[allow(unsafe_code)]
-pub mod orchestrator;
-pub mod protocol;
 pub mod recorded;
 pub mod shared_child;
 pub mod smoke_pattern;
@@ -23,6 +20,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::child::orchestrator::{Exit, Outcome};
+use crate::child::protocol::{Hello, Peer};
 use crate::host::{HostView, checks};
 use crate::report::{
     Backend, BackendRun, BackendState, BackendStatus, ChildMode, Device, DeviceSource, Host,
@@ -30,8 +29,6 @@ use crate::report::{
     UNKNOWN_ARCH,
 };
 use interpret::smoke_from;
-use orchestrator::{Exit, Outcome};
-use protocol::{Hello, Peer};
 
 /// Which backends `detect` probes: both (`auto`), or one.
 #[derive(

@@ -6,11 +6,11 @@ use std::time::Instant;
 use super::gpu::Context;
 use super::smoke::{self, alloc_prop};
 use super::{Driver, sys};
-use crate::probe::events::Emitter;
-use crate::probe::protocol::{
+use crate::child::protocol::{
     self, DeviceEvent, DeviceFacts, DeviceFailed, Done, Hello, NotRun, PlanEvent, SmokeEvent,
     SmokeSkipped,
 };
+use crate::probe::events::Emitter;
 use crate::report::ApiError;
 
 pub struct Options {

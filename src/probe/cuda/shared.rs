@@ -12,8 +12,8 @@ use std::time::Instant;
 use super::Driver;
 use super::child::{Options, ms, probe_device};
 use super::peer::{self, Dev, Opened};
+use crate::child::protocol::{Done, PeersDone};
 use crate::probe::events::Emitter;
-use crate::probe::protocol::{Done, PeersDone};
 use crate::report::ApiError;
 
 pub fn run(drv: &Driver, count: i32, opts: &Options, started: Instant) {

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use super::gpu::{Allocation, Context, HostWords, Kernels, Slots, Stream, VaRange, copy_to_host};
 use super::{Driver, sys};
+use crate::child::protocol::{SmokeResult, Verdict};
 use crate::probe::events::Emitter;
-use crate::probe::protocol::{SmokeResult, Verdict};
 use crate::probe::smoke_pattern::{compare_parallel, compare_threads, seed, value};
 use crate::probe::smoke_plan::{self, Growth, Plan, Schedule};
 use crate::report::{ApiError, SmokeStage};

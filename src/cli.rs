@@ -71,7 +71,7 @@ pub enum SchemaDocument {
     Exercise,
 }
 
-pub use crate::probe::BackendChoice;
+pub use crate::report::BackendChoice;
 
 #[derive(Debug, Clone, Args)]
 pub struct ProbeArgs {

@@ -112,6 +112,35 @@ impl Backend {
     }
 }
 
+/// Which backends `detect` probes: both (`auto`), or one.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendChoice {
+    Auto,
+    Cuda,
+    Hip,
+}
+
+impl BackendChoice {
+    /// The one backend chosen; None for `auto`.
+    pub fn backend(self) -> Option<Backend> {
+        match self {
+            BackendChoice::Auto => None,
+            BackendChoice::Cuda => Some(Backend::Cuda),
+            BackendChoice::Hip => Some(Backend::Hip),
+        }
+    }
+    /// Whether `b` is probed.
+    pub fn includes(self, b: Backend) -> bool {
+        self.backend().is_none_or(|c| c == b)
+    }
+    pub fn as_str(self) -> &'static str {
+        self.backend().map_or("auto", Backend::as_str)
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Report {
     pub schema: String,

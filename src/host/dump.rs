@@ -28,7 +28,7 @@ const MAX_DUMP: u64 = 256 << 20;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Options {
     /// `auto`, `cuda` or `hip`.
-    pub backend: crate::probe::BackendChoice,
+    pub backend: crate::report::BackendChoice,
     pub smoke: bool,
     pub timeout_s: f64,
     pub cycles: u32,

@@ -265,7 +265,7 @@ fn without_kfd_gpus(
             "no AMD GPU in the KFD topology ({})",
             h.shown("/sys/class/kfd")
         ));
-        if opts.backend == super::BackendChoice::Hip {
+        if opts.backend == crate::report::BackendChoice::Hip {
             st.hint = Some("load the amdgpu kernel driver (the ROCm kernel module) and check /dev/kfd permissions (render/video groups)".into());
         }
         return st;

@@ -24,40 +24,11 @@ use crate::child::orchestrator::{Exit, Outcome};
 use crate::child::protocol::{Hello, Peer};
 use crate::host::{HostView, checks};
 use crate::report::{
-    Backend, BackendRun, BackendState, BackendStatus, ChildMode, Device, DeviceSource, Host,
-    PeerResult, PeerRun, PeerVmm, ProbeRun, Report, Smoke, SmokeOutcome, SmokeStage, StageTimings,
-    UNKNOWN_ARCH,
+    Backend, BackendChoice, BackendRun, BackendState, BackendStatus, ChildMode, Device,
+    DeviceSource, Host, PeerResult, PeerRun, PeerVmm, ProbeRun, Report, Smoke, SmokeOutcome,
+    SmokeStage, StageTimings, UNKNOWN_ARCH,
 };
 use interpret::smoke_from;
-
-/// Which backends `detect` probes: both (`auto`), or one.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum BackendChoice {
-    Auto,
-    Cuda,
-    Hip,
-}
-
-impl BackendChoice {
-    /// The one backend chosen; None for `auto`.
-    pub fn backend(self) -> Option<Backend> {
-        match self {
-            BackendChoice::Auto => None,
-            BackendChoice::Cuda => Some(Backend::Cuda),
-            BackendChoice::Hip => Some(Backend::Hip),
-        }
-    }
-    /// Whether `b` is probed.
-    pub fn includes(self, b: Backend) -> bool {
-        self.backend().is_none_or(|c| c == b)
-    }
-    pub fn as_str(self) -> &'static str {
-        self.backend().map_or("auto", Backend::as_str)
-    }
-}
 
 #[derive(Debug, Clone)]
 pub struct ProbeOptions {

@@ -3,7 +3,7 @@
 //! [`plan`]) → *the output format* ([`emit`]); each stage is plain data and testable on its own.
 
 pub mod check_build;
-pub mod child;
+pub mod children;
 pub mod cli;
 pub mod commands;
 pub mod devices;
@@ -18,7 +18,7 @@ pub mod plan;
 pub mod platform;
 pub mod probe;
 // Processes: groups, signals, the parent-death signal, _exit; `unsafe` only here and in the
-// FFI modules (child::orchestrator, probe::cuda's driver layer).
+// FFI modules (children::orchestrator, probe::cuda's driver layer).
 #[allow(unsafe_code)]
 pub mod process;
 pub mod profiles;

@@ -163,7 +163,7 @@ pub fn adopt_orphans() {
 }
 
 /// Children already sent SIGKILL and reaped by a thread of their own (probe children left after
-/// their report, see `child::orchestrator::Exit::AfterDone`): they run no code of theirs again,
+/// their report, see `children::orchestrator::Exit::AfterDone`): they run no code of theirs again,
 /// and what remains of them is the kernel tearing down their GPU state, which gpuprobe's exit
 /// does not wait for.
 static DYING: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());

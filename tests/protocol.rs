@@ -1,5 +1,5 @@
 //! Every implementation of the child protocol (probes/PROTOCOL.md) conforms to its one Rust
-//! description, `gpuprobe::child::protocol::Message`: each line the probe program printed on real
+//! description, `gpuprobe::children::protocol::Message`: each line the probe program printed on real
 //! GPUs (raw stdout kept under tests/fixtures/, `*.jsonl`), each line the CUDA child printed in the
 //! recorded dumps, and each line a probe program built here prints without a GPU, must read into
 //! the type and write back as the same JSON. The reader is lenient (a mistyped field reads as
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use gpuprobe::child::protocol::{Event, Message};
+use gpuprobe::children::protocol::{Event, Message};
 #[path = "common/probe_bins.rs"]
 mod probe_bins;
 use probe_bins::built_probes;

@@ -1166,7 +1166,7 @@ fn escape_sequences_from_sysfs_probes_and_logs_never_reach_the_terminal() {
 
 #[test]
 fn a_child_finished_before_its_deadline_is_not_a_hang_however_late_it_is_collected() {
-    use gpuprobe::child::orchestrator::{Exit, spawn};
+    use gpuprobe::children::orchestrator::{Exit, spawn};
     let mut cmd = std::process::Command::new("/bin/sh");
     cmd.arg("-c").arg("echo '{\"event\":\"done\"}'");
     let running = spawn(cmd, Duration::from_millis(100)).unwrap();

@@ -169,10 +169,10 @@ fn run_capture(prog: &str, args: &[&str]) -> Option<Vec<String>> {
         .arg(&tmp)
         .arg(path)
         .args(args);
-    let out = crate::child::orchestrator::run(cmd, Duration::from_secs(10));
+    let out = crate::children::orchestrator::run(cmd, Duration::from_secs(10));
     let text = std::fs::read_to_string(&tmp).ok();
     let _ = std::fs::remove_file(&tmp);
-    if !matches!(out.exit, crate::child::orchestrator::Exit::Code(0)) {
+    if !matches!(out.exit, crate::children::orchestrator::Exit::Code(0)) {
         return None;
     }
     Some(text?.lines().map(str::to_string).collect())

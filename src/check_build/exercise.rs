@@ -514,7 +514,7 @@ fn outcome_of(
             Outcome::Crash,
             format!(
                 "died with {} ({passed} tests had passed); last line: {tail}",
-                crate::child::orchestrator::signal_name(sig)
+                crate::children::orchestrator::signal_name(sig)
             ),
         )
     } else if let Some(e) = &inv.not_started {

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use super::judge::{Finding, Level};
 use super::parse;
-use crate::child::orchestrator::{self, Exit};
+use crate::children::orchestrator::{self, Exit};
 use crate::error::Error;
 
 /// At most this much output is kept from one run.

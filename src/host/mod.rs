@@ -29,7 +29,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::child::orchestrator::{self, Exit, Outcome};
+use crate::children::orchestrator::{self, Exit, Outcome};
 
 /// Replay a dump written by `gpuprobe detect --dump FILE` instead of reading this machine.
 pub const REPLAY_ENV: &str = "GPUPROBE_REPLAY";
@@ -238,7 +238,7 @@ impl Child {
             events: self
                 .events
                 .iter()
-                .filter_map(|v| crate::child::protocol::Received::from_value(v.clone()))
+                .filter_map(|v| crate::children::protocol::Received::from_value(v.clone()))
                 .collect(),
             garbage: self.garbage.clone(),
             stderr_tail: self.stderr_tail.clone(),

@@ -10,7 +10,7 @@ use super::{
     Children, ProbeOptions, count, no_hello_status, peer_results, record_run, run_children,
     shared_child, unknown_device,
 };
-use crate::child::protocol::Hello;
+use crate::children::protocol::Hello;
 use crate::host::sysfs::{self, NvidiaProcGpu};
 use crate::host::{checks, visible};
 use crate::report::{

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use crate::child::protocol::{Cycle, Event, Message, Stage};
+use crate::children::protocol::{Cycle, Event, Message, Stage};
 use crate::report::SmokeStage;
 
 pub struct Emitter {

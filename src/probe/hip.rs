@@ -452,7 +452,7 @@ impl Run<'_> {
     /// Which visible KFD GPU each runtime device is: by PCI bus id when every device matches a
     /// different one, else by position (the runtime enumerates in KFD order). Returns the
     /// devices, which visible GPUs they took, and whether the bus ids decided.
-    fn pair(&self, outcomes: &[(u32, crate::child::orchestrator::Outcome)]) -> Paired {
+    fn pair(&self, outcomes: &[(u32, crate::children::orchestrator::Outcome)]) -> Paired {
         let norm = |p: &Option<String>| p.as_deref().map(str::to_ascii_lowercase);
         let parsed: Vec<(u32, Smoke, Option<Device>)> = outcomes
             .iter()

@@ -262,12 +262,12 @@ fn build_live(hipcc: &Path, dir: &Path, exe: &Path, archs: &[String]) -> Build {
         hipcc.display(),
         dir.display()
     );
-    let out = crate::child::orchestrator::run(cmd, BUILD_TIMEOUT);
+    let out = crate::children::orchestrator::run(cmd, BUILD_TIMEOUT);
     let mut output: Vec<String> = out.garbage.clone();
     output.extend(out.events.iter().map(|e| e.raw.to_string()));
     output.extend(out.stderr_tail.iter().cloned());
     match out.exit {
-        crate::child::orchestrator::Exit::Code(0) => {
+        crate::children::orchestrator::Exit::Code(0) => {
             // Rename last, so an interrupted build never leaves a half-written probe in the cache.
             match std::fs::rename(&tmp, exe) {
                 Ok(()) => Build {
@@ -283,15 +283,18 @@ fn build_live(hipcc: &Path, dir: &Path, exe: &Path, archs: &[String]) -> Build {
         other => {
             let _ = std::fs::remove_file(&tmp);
             let status = match other {
-                crate::child::orchestrator::Exit::Code(c) => format!("exit {c}"),
-                crate::child::orchestrator::Exit::Signal(s) => {
-                    format!("killed by {}", crate::child::orchestrator::signal_name(s))
+                crate::children::orchestrator::Exit::Code(c) => format!("exit {c}"),
+                crate::children::orchestrator::Exit::Signal(s) => {
+                    format!(
+                        "killed by {}",
+                        crate::children::orchestrator::signal_name(s)
+                    )
                 }
-                crate::child::orchestrator::Exit::TimedOut => {
+                crate::children::orchestrator::Exit::TimedOut => {
                     format!("no result within {} s", BUILD_TIMEOUT.as_secs())
                 }
-                crate::child::orchestrator::Exit::SpawnFailed(e) => format!("not started: {e}"),
-                crate::child::orchestrator::Exit::AfterDone => {
+                crate::children::orchestrator::Exit::SpawnFailed(e) => format!("not started: {e}"),
+                crate::children::orchestrator::Exit::AfterDone => {
                     "ended without a compiler exit code".into()
                 }
             };

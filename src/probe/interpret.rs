@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use crate::child::orchestrator::{Exit, Outcome, signal_name};
-use crate::child::protocol::{DeviceEvent, SmokeResult, Verdict};
+use crate::children::orchestrator::{Exit, Outcome, signal_name};
+use crate::children::protocol::{DeviceEvent, SmokeResult, Verdict};
 use crate::report::{
     ApiError, Backend, BadCheck, Device, DeviceSource, Smoke, SmokeGrowth, SmokeOutcome, SmokeStage,
 };

@@ -1,4 +1,4 @@
-//! Measuring this machine's GPUs, in child processes (`crate::child`) with a timeout; the parent
+//! Measuring this machine's GPUs, in child processes (`crate::children`) with a timeout; the parent
 //! never loads a GPU driver itself. CUDA probes every device in one shared child, one thread per
 //! device (`shared_child`); HIP, and CUDA with `--isolate`, start one child per device, all at once.
 
@@ -20,8 +20,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::child::orchestrator::{Exit, Outcome};
-use crate::child::protocol::{Hello, Peer};
+use crate::children::orchestrator::{Exit, Outcome};
+use crate::children::protocol::{Hello, Peer};
 use crate::host::{HostView, checks};
 use crate::report::{
     Backend, BackendChoice, BackendRun, BackendState, BackendStatus, ChildMode, Device,

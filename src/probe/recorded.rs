@@ -5,8 +5,8 @@
 use std::process::Command;
 use std::time::Duration;
 
-use crate::child::orchestrator::{self, Outcome, Running};
-use crate::child::protocol::Hello;
+use crate::children::orchestrator::{self, Outcome, Running};
+use crate::children::protocol::Hello;
 use crate::host::HostView;
 
 /// A child that is running, or whose outcome is already known (replayed, or it never started).

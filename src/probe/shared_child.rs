@@ -9,8 +9,8 @@
 use std::time::{Duration, Instant};
 
 use super::{ChildCommand, Children, ProbeOptions, count, recorded, start_device};
-use crate::child::orchestrator::{Exit, Outcome, signal_name};
-use crate::child::protocol::{Done, Event, Message, Received};
+use crate::children::orchestrator::{Exit, Outcome, signal_name};
+use crate::children::protocol::{Done, Event, Message, Received};
 use crate::report::{ChildMode, SharedCrash, Smoke, SmokeOutcome};
 
 /// The shared child's name for recording and replay.

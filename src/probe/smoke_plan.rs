@@ -9,7 +9,7 @@
 
 use std::sync::OnceLock;
 
-use crate::child::protocol::{Phase, PlanGrowth, PlanSchedule};
+use crate::children::protocol::{Phase, PlanGrowth, PlanSchedule};
 use serde::Deserialize;
 
 pub const PLAN_TOML: &str = include_str!("../../probes/smoke-plan.toml");

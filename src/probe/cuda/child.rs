@@ -6,7 +6,7 @@ use std::time::Instant;
 use super::gpu::Context;
 use super::smoke::{self, alloc_prop};
 use super::{Driver, sys};
-use crate::child::protocol::{
+use crate::children::protocol::{
     self, DeviceEvent, DeviceFacts, DeviceFailed, Done, Hello, NotRun, PlanEvent, SmokeEvent,
     SmokeSkipped,
 };

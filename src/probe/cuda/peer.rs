@@ -14,7 +14,7 @@ use std::time::Instant;
 use super::gpu::{Allocation, Context, DeviceBuffer, Kernels, Slots, Stream, VaRange};
 use super::smoke::{alloc_prop, readwrite_access};
 use super::{Driver, sys};
-use crate::child::protocol::{Peer, PeersDone};
+use crate::children::protocol::{Peer, PeersDone};
 use crate::probe::events::Emitter;
 use crate::probe::smoke_pattern::seed;
 use crate::probe::smoke_plan;

@@ -12,7 +12,7 @@ use std::time::Instant;
 use super::Driver;
 use super::child::{Options, ms, probe_device};
 use super::peer::{self, Dev, Opened};
-use crate::child::protocol::{Done, PeersDone};
+use crate::children::protocol::{Done, PeersDone};
 use crate::probe::events::Emitter;
 use crate::report::ApiError;
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::gpu::{Allocation, Context, HostWords, Kernels, Slots, Stream, VaRange, copy_to_host};
 use super::{Driver, sys};
-use crate::child::protocol::{SmokeResult, Verdict};
+use crate::children::protocol::{SmokeResult, Verdict};
 use crate::probe::events::Emitter;
 use crate::probe::smoke_pattern::{compare_parallel, compare_threads, seed, value};
 use crate::probe::smoke_plan::{self, Growth, Plan, Schedule};

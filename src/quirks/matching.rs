@@ -215,13 +215,7 @@ impl Match {
     /// Vendor, architecture, OS.
     fn place_conditions(&self, ctx: &Context<'_>) -> Vec<Condition> {
         let mut conditions = Vec::new();
-        let mut check = |field: Field, verdict: Tri, detail: String| {
-            conditions.push(Condition {
-                field,
-                verdict,
-                detail,
-            })
-        };
+        let mut check = recorder(&mut conditions);
         if let Some(v) = self.vendor {
             check(
                 Field::Vendor,
@@ -256,19 +250,14 @@ impl Match {
                 ),
             );
         }
+        drop(check);
         conditions
     }
 
     /// Runtime, driver and llama.cpp build: in the range and below the fixed version.
     fn version_conditions(&self, ctx: &Context<'_>, fix: Option<&FixedIn>) -> Vec<Condition> {
         let mut conditions = Vec::new();
-        let mut check = |field: Field, verdict: Tri, detail: String| {
-            conditions.push(Condition {
-                field,
-                verdict,
-                detail,
-            })
-        };
+        let mut check = recorder(&mut conditions);
         let build = ctx.llama_build.map(Version::from_number);
         let fixed_build = fix.and_then(|f| f.llama_build).map(Version::from_number);
         for (field, r, have, fixed) in [
@@ -306,19 +295,14 @@ impl Match {
             };
             check(field, t, detail);
         }
+        drop(check);
         conditions
     }
 
     /// The machine's and the build's states: APU, multi-GPU, pool, smoke outcome, environment.
     fn state_conditions(&self, ctx: &Context<'_>) -> Vec<Condition> {
         let mut conditions = Vec::new();
-        let mut check = |field: Field, verdict: Tri, detail: String| {
-            conditions.push(Condition {
-                field,
-                verdict,
-                detail,
-            })
-        };
+        let mut check = recorder(&mut conditions);
         let flags = [
             (Field::Apu, self.apu, ctx.apu),
             (Field::MultiGpu, self.multi_gpu, ctx.multi_gpu),
@@ -357,6 +341,7 @@ impl Match {
                 format!("any of [{}] set", self.env_set.join(", ")),
             );
         }
+        drop(check);
         conditions
     }
 }
@@ -371,4 +356,15 @@ pub fn arch_matches(targets: &TargetTable, pattern: &str, arch: &str) -> bool {
         .iter()
         .find(|f| f.token.eq_ignore_ascii_case(pattern))
         .is_some_and(|f| f.members.iter().any(|m| m == arch))
+}
+
+/// A closure that records each judged condition, in order, into `conditions`.
+fn recorder(conditions: &mut Vec<Condition>) -> impl FnMut(Field, Tri, String) + '_ {
+    move |field, verdict, detail| {
+        conditions.push(Condition {
+            field,
+            verdict,
+            detail,
+        })
+    }
 }

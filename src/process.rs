@@ -211,6 +211,19 @@ pub fn kill_adopted() {
 /// Whether PID 1 is an init that reaps the orphans it is given (read from `/proc/1/comm`).
 #[cfg(target_os = "linux")]
 fn init_reaps() -> bool {
+    let Ok(f) = std::fs::File::open("/proc/1/comm") else {
+        return false;
+    };
+    let mut name = String::new();
+    if std::io::Read::read_to_string(&mut std::io::Read::take(f, 64), &mut name).is_err() {
+        return false;
+    }
+    is_reaping_init(&name)
+}
+
+/// Whether a PID 1 of this name (`/proc/1/comm`) reaps the orphans it is given.
+#[cfg(target_os = "linux")]
+fn is_reaping_init(comm: &str) -> bool {
     const REAPERS: &[&str] = &[
         "systemd",
         "init",
@@ -222,14 +235,7 @@ fn init_reaps() -> bool {
         "runit",
         "openrc-init",
     ];
-    let Ok(f) = std::fs::File::open("/proc/1/comm") else {
-        return false;
-    };
-    let mut name = String::new();
-    if std::io::Read::read_to_string(&mut std::io::Read::take(f, 64), &mut name).is_err() {
-        return false;
-    }
-    REAPERS.contains(&name.trim())
+    REAPERS.contains(&comm.trim())
 }
 
 /// Process ids whose parent is `parent`, from /proc.
@@ -256,6 +262,18 @@ fn children_of(parent: u32) -> Vec<u32> {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn only_an_init_that_reaps_lets_dying_children_go_unwaited() {
+        assert!(is_reaping_init("systemd\n"));
+        assert!(is_reaping_init("tini"));
+        // CI job containers and lent machines run these as PID 1; they never reap orphans.
+        assert!(!is_reaping_init("tail\n"));
+        assert!(!is_reaping_init("sleep"));
+        assert!(!is_reaping_init("process_api"));
+        assert!(!is_reaping_init(""));
+    }
 
     fn sh(script: &str) -> Command {
         let mut c = Command::new("/bin/sh");

@@ -61,20 +61,7 @@ fn rocm_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
         return Ok(Install {
             kind: InstallKind::RocmContainer,
             version: v.text().to_string(),
-            env: vec![
-                EnvVar {
-                    name: "DEBIAN_FRONTEND",
-                    value: "noninteractive".into(),
-                },
-                EnvVar {
-                    name: "GPUPROBE_APT",
-                    value: c.apt.join(" "),
-                },
-                EnvVar {
-                    name: "GPUPROBE_RUNTIME_DIRS",
-                    value: c.runtime_dirs.join(";"),
-                },
-            ],
+            env: container_env(c.apt.join(" "), c.runtime_dirs.join(";")),
             comment: vec![
                 format!(
                     "ROCm {}: AMD's {image} image (ROCm installed from AMD's apt repository at that",
@@ -216,20 +203,7 @@ fn cuda_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
             Ok(Install {
                 kind: InstallKind::CudaContainer,
                 version: full.clone(),
-                env: vec![
-                    EnvVar {
-                        name: "DEBIAN_FRONTEND",
-                        value: "noninteractive".into(),
-                    },
-                    EnvVar {
-                        name: "GPUPROBE_APT",
-                        value: String::new(),
-                    },
-                    EnvVar {
-                        name: "GPUPROBE_RUNTIME_DIRS",
-                        value: l.runtime_dirs.join(";"),
-                    },
-                ],
+                env: container_env(String::new(), l.runtime_dirs.join(";")),
                 comment: vec![format!(
                     "CUDA {full}: NVIDIA's {image} image, the oldest Ubuntu it is published for. The image is pinned by tag; pin it by digest (image@sha256:...) to freeze it."
                 )],
@@ -238,6 +212,25 @@ fn cuda_install(tk: &ToolkitTable, os: Os, v: &ToolVersion) -> Result<Install> {
             })
         }
     }
+}
+
+/// A container job's environment: apt without prompts, the extra packages the job installs
+/// (space-separated), and where the toolkit's runtime libraries live (`;`-separated).
+fn container_env(apt: String, runtime_dirs: String) -> Vec<EnvVar> {
+    vec![
+        EnvVar {
+            name: "DEBIAN_FRONTEND",
+            value: "noninteractive".into(),
+        },
+        EnvVar {
+            name: "GPUPROBE_APT",
+            value: apt,
+        },
+        EnvVar {
+            name: "GPUPROBE_RUNTIME_DIRS",
+            value: runtime_dirs,
+        },
+    ]
 }
 
 #[cfg(test)]

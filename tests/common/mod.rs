@@ -18,10 +18,13 @@ pub const HOST_VARIABLES: &[&str] = &[
     "GPUPROBE_SYSFS_ROOT",
 ];
 
-/// The real binary, with the developer's own quirk files and GPU environment kept out.
+/// The real binary, with the developer's own quirk files, cache and GPU environment kept out: a
+/// probe program built by a test lands under cargo's scratch folder for tests, never in the
+/// developer's `~/.cache/gpuprobe`.
 pub fn gpuprobe() -> Command {
     let mut c = Command::cargo_bin("gpuprobe").expect("the gpuprobe binary is built");
     c.env("XDG_CONFIG_HOME", "/nonexistent-gpuprobe-config");
+    c.env("XDG_CACHE_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/xdg-cache"));
     for v in HOST_VARIABLES {
         c.env_remove(v);
     }

@@ -21,7 +21,10 @@
 #           templates/self-check.sh on the archive (unpacked into a fresh directory, the toolkit's
 #           libraries must come from the package) and llama-cli --list-devices from a fresh unpack
 #           with the loader cache off and only the driver's libcuda.so.1 on the library path:
-#           CUDA0 must be listed.
+#           CUDA0 must be listed. Then `gpuprobe check-build --exercise` from the unpacked archive:
+#           the package leaves test programs out, so test-backend-ops (built with the same flags
+#           in the same tree) is put next to the unpacked libraries and runs against them.
+#           The time of each step is printed (TIME lines).
 # Each phase can run in its own call while WORK persists. Fails loudly: exit 1 with the reason.
 set -u
 gp=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -124,6 +127,8 @@ package_phase() {
     for f in $plan_args $package_args; do
         case "$f" in
             -DLLAMA_BUILD_BORINGSSL=*) flags="$flags -DLLAMA_OPENSSL=OFF" ;;
+            # test-backend-ops for the exercise; package.sh leaves test programs out of the archive
+            -DLLAMA_BUILD_TESTS=OFF) flags="$flags -DLLAMA_BUILD_TESTS=ON" ;;
             *) flags="$flags $f" ;;
         esac
     done
@@ -133,37 +138,57 @@ package_phase() {
     t0=$(t)
     # shellcheck disable=SC2086
     cmake -S "$src" -B "$out" -G Ninja $flags >"$work/build-package.log" 2>&1 \
-        && cmake --build "$out" --target llama-cli -j "$jobs" >>"$work/build-package.log" 2>&1 \
+        && cmake --build "$out" --target llama-cli test-backend-ops -j "$jobs" >>"$work/build-package.log" 2>&1 \
         || { tail -40 "$work/build-package.log"; fail "build (package) failed"; }
-    echo "build (package): $(( $(t) - t0 )) s with $jobs jobs"
+    echo "TIME build (package, llama-cli and test-backend-ops): $(( $(t) - t0 )) s with $jobs jobs"
     toolkit_lib=$(dirname "$(dirname "$(command -v nvcc)")")/lib64
     pkg=$work/pkg
     rm -rf "$pkg"
+    t0=$(t)
     GPUPROBE_OS=linux GPUPROBE_TARGETS=$arch GPUPROBE_RUNTIME_DIRS=$toolkit_lib \
         GPUPROBE_DRIVER_LIBS=$(yaml_value "$work/workflow.yml" GPUPROBE_DRIVER_LIBS) \
         GPUPROBE_BUNDLE_EXPECT=$(yaml_value "$work/workflow.yml" GPUPROBE_BUNDLE_EXPECT) \
         GPUPROBE_BUNDLE_EXTRA=$(yaml_value "$work/workflow.yml" GPUPROBE_BUNDLE_EXTRA) \
-        GPUPROBE_BUNDLE_DATA=$(yaml_value "$work/workflow.yml" GPUPROBE_BUNDLE_DATA) \
+        GPUPROBE_BUNDLE_DATA=$(yaml_value "$work/workflow.yml" bundle_data) \
         bash "$root/templates/package.sh" "$out" "$src" "$pkg" llama-e2e-cuda | tee "$work/package.txt" \
         || fail "packing failed"
+    echo "TIME pack: $(( $(t) - t0 )) s ($(du -h "$pkg/llama-e2e-cuda.tar.gz" | cut -f1))"
     archive=$pkg/llama-e2e-cuda.tar.gz
     # The driver alone: a directory holding only a link to the driver's libcuda.so.1.
     driver_lib=$(ldconfig -p | sed -n 's/^[[:space:]]*libcuda\.so\.1 (libc6,x86-64) => //p' | head -n 1)
     [ -n "$driver_lib" ] || fail "no libcuda.so.1 in the loader cache: is the NVIDIA driver installed?"
     mkdir -p "$work/driver-only"
     ln -sf "$driver_lib" "$work/driver-only/libcuda.so.1"
+    t0=$(t)
     GPUPROBE_DRIVER_LIBS=libcuda.so.1 GPUPROBE_DRIVER_DIR=$work/driver-only GPUPROBE_TARGETS=$arch \
         bash "$root/templates/self-check.sh" --list-devices "$archive" | tee "$work/self-check.txt"
     grep -q 'is self-contained' "$work/self-check.txt" || fail "the self-check failed"
+    echo "TIME self-check: $(( $(t) - t0 )) s"
     fresh=$work/fresh
+    t0=$(t)
     rm -rf "$fresh" && mkdir -p "$fresh" && tar -xzf "$archive" -C "$fresh" || fail "cannot unpack $archive"
+    echo "TIME unpack alone: $(( $(t) - t0 )) s"
+    t0=$(t)
     interp=$(readelf -lW "$fresh/llama-e2e-cuda/llama-cli" | sed -n 's/.*Requesting program interpreter: \(.*\)\]/\1/p')
     # With the loader's cache off, only the package ($ORIGIN), the system's default directories
     # and the driver's directory are searched: nothing from the CUDA toolkit can be picked up.
     (cd "$fresh/llama-e2e-cuda" && env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$work/driver-only" \
         "$interp" --inhibit-cache ./llama-cli --list-devices) 2>&1 | tee "$work/devices-package.txt"
     grep -q 'CUDA0' "$work/devices-package.txt" || fail "the unpacked package does not list CUDA0 with only the driver on the library path"
-    echo "package: $(grep -c '^package: bundled ' "$work/package.txt") runtime libraries bundled, self-check passed, CUDA0 listed"
+    echo "TIME llama-cli --list-devices from the unpacked archive: $(( $(t) - t0 )) s"
+    # check-build --exercise on the unpacked libraries: test-backend-ops from the same build,
+    # next to them (its RUNPATH is $ORIGIN), with only the driver from outside.
+    cp "$out/bin/test-backend-ops" "$fresh/llama-e2e-cuda/" || fail "no test-backend-ops in $out/bin"
+    t0=$(t)
+    LD_LIBRARY_PATH="$work/driver-only" "$gp" check-build --exercise --llama-build "$build" --exercise-timeout 240 \
+        --binary "$fresh/llama-e2e-cuda/test-backend-ops" --output "$work/exercise-package.json" \
+        >"$work/exercise-package.txt" 2>"$work/exercise-package.err"
+    rc_ex=$?
+    cat "$work/exercise-package.txt"
+    echo "TIME check-build --exercise from the unpacked archive: $(( $(t) - t0 )) s (exit $rc_ex)"
+    [ "$rc_ex" -eq 0 ] || { cat "$work/exercise-package.err"; fail "check-build --exercise on the unpacked package exited $rc_ex (JSON: $work/exercise-package.json)"; }
+    grep -q '"outcome": "pass"' "$work/exercise-package.json" || fail "no device passed the exercise from the unpacked package"
+    echo "package: $(grep -c '^package: bundled ' "$work/package.txt") runtime libraries bundled, self-check passed, CUDA0 listed, exercise passed"
 }
 
 "$gp" detect | tee "$work/detect.txt"

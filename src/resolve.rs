@@ -1217,6 +1217,8 @@ fn group(
         planned = vec![merge_machine(planned)];
     }
     let mut groups: Vec<Group> = Vec::new();
+    // Per group: each env advice and the targets it was given for.
+    let mut advice: Vec<Vec<(EnvAdvice, Vec<String>)>> = Vec::new();
     for Planned {
         arch,
         devices,
@@ -1227,10 +1229,14 @@ fn group(
     {
         flags.sort_by(|a, b| a.name.cmp(&b.name));
         let arch: Vec<String> = arch.split(',').map(str::to_string).collect();
-        if let Some(g) = groups
-            .iter_mut()
-            .find(|g| g.vmm == vmm && same_flags(&g.flags, &flags) && g.env == env)
+        // Runtime advice does not change what is compiled: targets whose flags agree share one
+        // build, and each advice keeps the targets it is for.
+        if let Some(i) = groups
+            .iter()
+            .position(|g| g.vmm == vmm && same_flags(&g.flags, &flags))
         {
+            add_advice(&mut advice[i], env, &arch);
+            let g = &mut groups[i];
             g.targets.extend(arch);
             g.devices.extend(devices);
             for f in flags {
@@ -1252,14 +1258,41 @@ fn group(
             }
             continue;
         }
+        let mut held = Vec::new();
+        add_advice(&mut held, env, &arch);
+        advice.push(held);
         groups.push(Group {
             name: String::new(),
             targets: arch,
             devices,
             vmm,
             flags,
-            env,
+            env: Vec::new(),
         });
+    }
+    for (g, held) in groups.iter_mut().zip(advice) {
+        g.env = held
+            .into_iter()
+            .map(|(mut e, who)| {
+                if who.len() < g.targets.len() {
+                    let only = format!(
+                        "only where the GPU is {} (this build also serves {})",
+                        who.join(", "),
+                        g.targets
+                            .iter()
+                            .filter(|t| !who.contains(t))
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                    e.when = Some(match e.when.take() {
+                        Some(w) => format!("{only}; {w}"),
+                        None => only,
+                    });
+                }
+                e
+            })
+            .collect();
     }
     let mut names: BTreeMap<String, usize> = BTreeMap::new();
     let single = groups.len() == 1;
@@ -1286,6 +1319,27 @@ fn group(
         g.flags = head;
     }
     groups
+}
+
+/// Adds `env`, given for `targets`, to a group's advice: the same advice (name, value and
+/// condition) once, with every target it was given for.
+fn add_advice(held: &mut Vec<(EnvAdvice, Vec<String>)>, env: Vec<EnvAdvice>, targets: &[String]) {
+    for e in env {
+        match held
+            .iter_mut()
+            .find(|(x, _)| x.name == e.name && x.value == e.value && x.when == e.when)
+        {
+            Some((x, who)) => {
+                for q in e.quirks {
+                    if !x.quirks.contains(&q) {
+                        x.quirks.push(q);
+                    }
+                }
+                who.extend(targets.iter().cloned());
+            }
+            None => held.push((e, targets.to_vec())),
+        }
+    }
 }
 
 /// One build for every architecture of a machine: the legacy pool if any of them needs it, every

@@ -146,6 +146,21 @@ pub struct Rocm {
     pub container: Vec<RocmContainer>,
     #[serde(default)]
     pub wheels: Vec<RocmWheels>,
+    #[serde(default)]
+    pub no_kernels: Vec<RocmNoKernels>,
+}
+
+/// A ROCm library that a toolkit builds without device code for some targets: its kernel
+/// folder has nothing for them, and nothing for them is expected there.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RocmNoKernels {
+    pub versions: VersionRange,
+    pub library: String,
+    /// The kernel folder, as in `bundle_data` (`hipblaslt/library`).
+    pub folder: String,
+    pub targets: Vec<String>,
+    pub source: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -210,6 +225,17 @@ impl Rocm {
     }
     pub fn wheels_for(&self, mm: (u64, u64)) -> Option<&RocmWheels> {
         first(&self.wheels, |r| &r.versions, mm)
+    }
+    /// The records saying which of a version's libraries have no kernels for which targets.
+    pub fn no_kernels_for(&self, mm: (u64, u64)) -> Vec<&RocmNoKernels> {
+        let (major, minor) = mm;
+        let v: Version = format!("{major}.{minor}")
+            .parse()
+            .unwrap_or_else(|_| Version::from_number(major));
+        self.no_kernels
+            .iter()
+            .filter(|r| r.versions.contains(&v))
+            .collect()
     }
     pub fn bundle(&self) -> Bundle {
         Bundle {

@@ -15,15 +15,17 @@
 #                          libraries (the libraries CMake linked are found from CMakeCache.txt too)
 #   GPUPROBE_BUNDLE_EXTRA  ';'-separated file names (globs) to bundle from those directories although
 #                          nothing links them (libraries the runtime opens by itself)
-#   GPUPROBE_BUNDLE_DATA   ';'-separated LIBRARY=FOLDER pairs: FOLDER, next to LIBRARY in the
+#   GPUPROBE_BUNDLE_DATA   ';'-separated LIBRARY=FOLDER[=TARGETS]: FOLDER, next to LIBRARY in the
 #                          toolkit, is copied next to it in the package (e.g. kernel libraries),
-#                          without files for GPU targets that were not built
+#                          without files for GPU targets that were not built; TARGETS
+#                          (comma-separated) are those it has kernels for (default: all built):
+#                          with none, a toolkit without FOLDER is no error
 #   GPUPROBE_TARGETS       the GPU targets built (';'-separated)
 #   GPUPROBE_DRIVER_LIBS   library names the GPU driver provides: never bundled
 #   GPUPROBE_PACKAGE_NOTES a file whose text goes into README.package.txt (requirements, notes)
 set -euo pipefail
 
-[ $# -eq 4 ] || { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -eq 4 ] || { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 build=$1
 src=$2
 out=$3
@@ -210,6 +212,26 @@ if [ -n "$missing" ]; then
     echo "package: the self-check will fail; set GPUPROBE_RUNTIME_DIRS to the toolkit's library directories" >&2
 fi
 
+# TheRock 7.13 and later keep the device code of ROCm's libraries in .kpack archives that a
+# library finds relative to its own directory (../.kpack/NAME_gfxNNNN.kpack; TheRock RELEASES.md,
+# docs/packaging/python_packaging.md). A flat package has no such place next to its libraries:
+# packing one would ship libraries without their kernels, so it is refused, naming the archives.
+if [ -n "$bundled" ]; then
+    kpacks=""
+    while IFS=$'\t' read -r n s; do
+        [ -n "$s" ] || continue
+        d="$(dirname "$s")/../.kpack"
+        if [ -d "$d" ] && find "$d" -maxdepth 1 -type f -name '*.kpack' | grep -q .; then
+            kpacks+="$n ($(cd "$d" && pwd -P): $(find "$d" -maxdepth 1 -type f -name '*.kpack' | wc -l | tr -d ' ') .kpack files); "
+        fi
+    done <<< "$bundled"
+    if [ -n "$kpacks" ]; then
+        echo "package: the toolkit keeps device code in .kpack archives next to its library directory, which this flat package cannot hold: ${kpacks%; }" >&2
+        echo "package: its libraries would have no kernels on any GPU; build with a toolkit whose kernels are in the libraries or their kernel folders (ROCm 7.2.x), or pack the toolkit's directory layout" >&2
+        exit 1
+    fi
+fi
+
 status=0
 while IFS= read -r g; do
     if ! find "$pkg" -maxdepth 1 -iname "$g" | grep -q .; then
@@ -223,7 +245,10 @@ done < <(split "${GPUPROBE_BUNDLE_EXPECT:-}")
 targets=" $(printf '%s' "${GPUPROBE_TARGETS:-}" | tr ';,' '  ') "
 while IFS= read -r pair; do
     lib_glob=${pair%%=*}
-    folder=${pair#*=}
+    rest=${pair#*=}
+    folder=${rest%%=*}
+    # LIBRARY=FOLDER=TARGETS: the targets the toolkit builds this library's kernels for.
+    if [ "$rest" = "$folder" ]; then need=$targets; else need=" $(printf '%s' "${rest#*=}" | tr ',' ' ') "; fi
     source=""
     while IFS=$'\t' read -r n s; do
         # shellcheck disable=SC2254
@@ -232,7 +257,11 @@ while IFS= read -r pair; do
     [ -n "$source" ] || continue
     from="$(dirname "$source")/$folder"
     if [ ! -d "$from" ]; then
-        echo "package: $(basename "$source") is bundled but $from does not exist" >&2
+        if [ -z "$(printf '%s' "$need" | tr -d ' ')" ]; then
+            echo "package: note: $(basename "$source") has no $folder, and the toolkit builds its kernels for none of the targets"
+            continue
+        fi
+        echo "package: $(basename "$source") is bundled but $from does not exist (its kernels are needed for:$need)" >&2
         exit 1
     fi
     kept=0

@@ -18,8 +18,11 @@
 #   GPUPROBE_DRIVER_LIBS  library names the GPU driver provides (libcuda.so.1, nvcuda.dll)
 #   GPUPROBE_DRIVER_DIR   a directory holding only driver libraries (or a toolkit's stand-in for
 #                         them) to put on the loader path when the programs run
-#   GPUPROBE_TARGETS      the GPU targets built (gfx1100;gfx1201): rocBLAS and hipBLASLt kernel
-#                         folders in the package must cover each of them
+#   GPUPROBE_TARGETS      the GPU targets built (gfx1100;gfx1201)
+#   GPUPROBE_BUNDLE_DATA  LIBRARY=FOLDER[=TARGETS] pairs, ';'-separated: where LIBRARY is in the
+#                         package, FOLDER next to it must hold kernels for each of TARGETS
+#                         (comma-separated; default: every target built). Default: the rocBLAS
+#                         and hipBLASLt kernel folders
 #   GITHUB_STEP_SUMMARY   when set, a summary is appended to it
 # --no-run        static checks only (a Windows package looked at from Linux)
 # --list-devices  also run llama-cli --list-devices and require exit 0
@@ -27,7 +30,7 @@
 set +e -uo pipefail
 
 usage() {
-    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -144,35 +147,62 @@ elif [ "$os" = linux ] && [ ! -x "$cli" ]; then
 fi
 
 # Kernel folders of ROCm's BLAS libraries: without the kernels for a GPU, rocBLAS stops at the
-# first matrix product on it.
-check_kernels() { # LIBRARY_GLOB FOLDER
+# first matrix product on it. GPUPROBE_BUNDLE_DATA names them as LIBRARY=FOLDER=TARGETS (the
+# targets the folder must cover; without =TARGETS, every target built); a library built with no
+# kernels for any of the targets needs no folder.
+check_kernels() { # LIBRARY_GLOB FOLDER TARGETS
     local lib folder t found
-    lib=$(find "$pkg" -maxdepth 1 -name "$1" -print -quit)
+    lib=$(find "$pkg" -maxdepth 1 -iname "$1" -print -quit)
     [ -n "$lib" ] || return 0
     folder="$pkg/$2"
     if [ ! -d "$folder" ]; then
-        fail "${lib##*/} is in the package but its kernel folder $2 is not"
+        if [ -z "$(printf '%s' "$3" | tr -d ' ')" ]; then
+            ok "${lib##*/} has no kernel folder $2, and the toolkit builds its kernels for none of the targets"
+        else
+            fail "${lib##*/} is in the package but its kernel folder $2 is not (needed for: $(printf '%s' "$3" | xargs))"
+        fi
         return
     fi
-    for t in $(printf '%s' "${GPUPROBE_TARGETS:-}" | tr ';,' '  '); do
+    for t in $3; do
         found=$(find "$folder" -type f | grep -E "${t}([^0-9a-z]|\$)" | head -n 1)
         if [ -z "$found" ]; then fail "$2 has no kernels for $t"; fi
     done
     ok "$2 is next to ${lib##*/} ($(find "$folder" -type f | wc -l | tr -d ' ') files)"
 }
-check_kernels 'librocblas.so*' rocblas/library
-check_kernels 'rocblas.dll' rocblas/library
-check_kernels 'libhipblaslt.so*' hipblaslt/library
-check_kernels 'hipblaslt.dll' hipblaslt/library
+all_targets=$(printf '%s' "${GPUPROBE_TARGETS:-}" | tr ';,' '  ')
+while IFS= read -r pair; do
+    [ -n "$pair" ] || continue
+    lib_glob=${pair%%=*}
+    rest=${pair#*=}
+    folder=${rest%%=*}
+    if [ "$rest" = "$folder" ]; then need=$all_targets; else need=$(printf '%s' "${rest#*=}" | tr ',' ' '); fi
+    check_kernels "$lib_glob" "$folder" "$need"
+done < <(printf '%s\n' "${GPUPROBE_BUNDLE_DATA:-librocblas.so*=rocblas/library;libhipblaslt.so*=hipblaslt/library;*rocblas.dll=rocblas/library;*hipblaslt.dll=hipblaslt/library}" | tr ';' '\n')
 
 requirements=""
 
+elf_machine() { # FILE -> e_machine of an ELF file (16 bits at offset 18, in the file's byte order)
+    if [ "$(od -An -tu1 -j5 -N1 "$1" | tr -d ' ')" = 2 ]; then
+        od -An -tu1 -j18 -N2 "$1" | awk '{ print $1 * 256 + $2 }'
+    else
+        od -An -tu1 -j18 -N2 "$1" | awk '{ print $2 * 256 + $1 }'
+    fi
+}
+
 check_linux() {
     command -v readelf >/dev/null 2>&1 || { fail "readelf (binutils) is needed to read the ELF files"; return; }
-    local f elves=() needed_all="" roots=() interp="" n
+    local f elves=() needed_all="" roots=() interp="" n code_objects=0
     while IFS= read -r -d '' f; do
-        [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] && elves+=("$f")
+        [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] || continue
+        # GPU code objects (rocBLAS's .hsaco, Tensile's .co) are ELF files for the GPU, not for
+        # the host loader: told apart by the header's e_machine, EM_AMDGPU (224), not by name.
+        if [ "$(elf_machine "$f")" = 224 ]; then
+            code_objects=$((code_objects + 1))
+            continue
+        fi
+        elves+=("$f")
     done < <(find "$pkg" -type f -print0)
+    [ "$code_objects" -eq 0 ] || echo "note: $code_objects AMDGPU code object(s) (ELF e_machine 224) are GPU kernels, not handed to the host loader"
     if [ ${#elves[@]} -eq 0 ]; then fail "no ELF files in the package"; return; fi
     for f in "${elves[@]}"; do
         needed_all+=" $(readelf -dW "$f" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')"

@@ -160,11 +160,11 @@ check() { # MESSAGE, then a python expression over `r` (the result) that must be
         failures=$((failures + 1))
     fi
 }
-run() { # NAME INPUTS_JSON
+run() { # NAME INPUTS_JSON [BIN_DIR]
     result="$work/result-$1.json"
     rm -rf "$work/run-$1"
     mkdir -p "$work/run-$1"
-    cp -r "$work/bin" "$work/run-$1/bin"
+    cp -r "${3:-$work/bin}" "$work/run-$1/bin"
     "$python" "$work/run_action.py" "$root" "$work/run-$1" "$2" > "$result"
 }
 
@@ -203,7 +203,30 @@ fi
 run newline '{"targets": "gfx1100\n::error::spoofed", "probe": "never", "install": "path"}'
 check "newline: a multi-line input is refused before gpuprobe sees it" 'not r["ok"] and r["rc"] == 2 and "::error::spoofed" not in r["steps"][-1]["stdout"] + r["steps"][-1]["stderr"]'
 
-# 4. Usage errors fail cleanly.
+# 4. A self-hosted runner with a gfx1100 (`detect` replays a probe report of one; everything else
+#    is the real gpuprobe) and declared targets: the declared targets are what is built.
+mkdir -p "$work/gpu-bin"
+report="$root/tests/fixtures/synthetic/gfx1100-rocm7.14-linux-smoke-pass.json"
+cat > "$work/gpu-bin/gpuprobe" <<SH
+#!/bin/sh
+if [ "\$1" = detect ]; then cat '$report'; exit 0; fi
+exec '$bin' "\$@"
+SH
+chmod +x "$work/gpu-bin/gpuprobe"
+run gpu '{"targets": "gfx110X,gfx120X", "toolchain-version": "7.14.0", "llama-ref": "b11434", "install": "path"}' "$work/gpu-bin"
+check "gpu runner: declared targets win over the probed gfx1100" 'r["ok"] and "gfx1201" in r["outputs"]["cmake-args"] and "gfx1103" in r["outputs"]["cmake-args"] and r["outputs"]["probed"] == "false"'
+check "gpu runner: the probe is still reported" 'r["outputs"]["probe-report"].endswith("detect.json")'
+run gpuonly '{"backend": "hip", "toolchain-version": "7.14.0", "llama-ref": "b11434", "install": "path"}' "$work/gpu-bin"
+check "gpu runner without targets: planned from the probe" 'r["ok"] and r["outputs"]["probed"] == "true" and "gfx1100" in r["outputs"]["cmake-args"] and "gfx1201" not in r["outputs"]["cmake-args"]'
+
+# 5. Targets whose flags agree are one build: gfx1103 (an APU with its own runtime advice) is in
+#    cmake-args with the other gfx110X (a plan that needs two builds names the targets cmake-args
+#    leaves to the matrix: tests/resolver.rs).
+run onebuild '{"targets": "gfx110X,gfx120X", "toolchain-version": "7.14.0", "llama-ref": "b11434", "probe": "never", "install": "path"}'
+check "one build: every declared target is in cmake-args" 'r["ok"] and all(t in r["outputs"]["cmake-args"] for t in ("gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1200", "gfx1201")) and len(json.loads(r["outputs"]["matrix"])["include"]) == 1'
+check "one build: no annotation about groups left out" 'not any("cmake-args holds" in s.get("stdout", "") for s in r["steps"])'
+
+# 6. Usage errors fail cleanly.
 run notargets '{"probe": "never", "install": "path"}'
 check "never without targets: exit 2" 'not r["ok"] and r["failed_step"] == "plan" and r["rc"] == 2'
 run badurl '{"targets": "gfx1100", "install": "url", "binary-url": "http://example.invalid/gpuprobe", "binary-sha256": "00"}'

@@ -303,7 +303,7 @@ fn preset_is_accepted_by_real_cmake() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(listed.contains("gpuprobe-hip-legacy-pool"), "{listed}");
+    assert!(listed.contains("\"gpuprobe-hip\""), "{listed}");
 }
 
 fn which_cmake() -> Option<std::path::PathBuf> {

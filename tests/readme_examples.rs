@@ -354,10 +354,18 @@ fn the_action_example_uses_real_inputs_and_outputs() {
     for b in &action_blocks {
         let mut with_indent: Option<usize> = None;
         let mut used_outputs = 0;
+        // Whether the step being read uses the Action (other steps' `with:` are other actions').
+        let mut gpuprobe_step = false;
         for line in &b.lines {
             let indent = line.len() - line.trim_start().len();
             let t = line.trim();
-            if t == "with:" {
+            if t.starts_with("- ") {
+                gpuprobe_step = false;
+            }
+            if t.trim_start_matches("- ").starts_with("uses:") {
+                gpuprobe_step = t.contains("gpuprobe/gpuprobe@");
+            }
+            if t == "with:" && gpuprobe_step {
                 with_indent = Some(indent);
                 continue;
             }

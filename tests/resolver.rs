@@ -223,8 +223,26 @@ fn env(p: &Plan, target: &str, name: &str) -> Option<String> {
         .find(|g| g.targets.iter().any(|t| t == target))?;
     g.env
         .iter()
-        .find(|e| e.name == name)
+        .find(|e| e.name == name && advice_holds_for(e, target))
         .map(|e| e.value.clone())
+}
+
+/// Advice that a shared build carries for some of its targets says so in `when`
+/// ("only where the GPU is gfx1103 (...)"); other advice holds for every target of the group.
+fn advice_holds_for(e: &gpuprobe::plan::EnvAdvice, target: &str) -> bool {
+    match e
+        .when
+        .as_deref()
+        .and_then(|w| w.strip_prefix("only where the GPU is "))
+    {
+        Some(rest) => rest
+            .split(" (")
+            .next()
+            .unwrap_or("")
+            .split(", ")
+            .any(|t| t == target),
+        None => true,
+    }
 }
 
 fn warned(p: &Plan, id: &str) -> bool {
@@ -273,16 +291,18 @@ fn never_native_never_use_vmm_never_p2p_zero() {
 #[test]
 fn q19_explicit_architectures_are_listed() {
     let p = Case::new("gfx110X").rocm("6.4").plan();
-    // The family expands in order; the APU (gfx1103) gets its own group for its runtime env (Q11).
-    assert_eq!(p.groups.len(), 2);
-    assert_eq!(
-        flag(&p, "gfx1100", "GPU_TARGETS").as_deref(),
-        Some("gfx1100;gfx1101;gfx1102")
-    );
+    // The family expands in order, in one build: the APU's runtime advice (Q11) does not change
+    // what is compiled, so gfx1103 shares the build and keeps its advice as its own.
+    assert_eq!(p.groups.len(), 1, "{:?}", p.groups);
     assert_eq!(
         flag(&p, "gfx1103", "GPU_TARGETS").as_deref(),
-        Some("gfx1103")
+        Some("gfx1100;gfx1101;gfx1102;gfx1103")
     );
+    assert_eq!(
+        env(&p, "gfx1103", "GGML_CUDA_ENABLE_UNIFIED_MEMORY").as_deref(),
+        Some("1")
+    );
+    assert_eq!(env(&p, "gfx1100", "GGML_CUDA_ENABLE_UNIFIED_MEMORY"), None);
     let p = Case::new("sm_86,90").cuda("12.8").plan();
     assert_eq!(
         flag(&p, "sm_86", "CMAKE_CUDA_ARCHITECTURES").as_deref(),
@@ -703,10 +723,11 @@ fn a_declared_machine_makes_machine_quirks_definite_and_one_build() {
     assert!(warned(&p, "Q8"), "{:?}", p.notes);
     assert_eq!(p.groups.len(), 1, "{:?}", p.groups);
     assert_eq!(p.groups[0].targets, vec!["gfx1201", "gfx1103"]);
-    // The same targets declared for unknown machines: split, Q8 unknown.
+    // The same targets declared for unknown machines: Q8 unknown; their flags agree, so one
+    // build, with the APU's advice for the APU only.
     let p = Case::new("gfx1201,gfx1103").rocm("7.14.0").plan();
     assert!(!warned(&p, "Q8") && noted(&p, "Q8"));
-    assert_eq!(p.groups.len(), 2);
+    assert_eq!(p.groups.len(), 1, "{:?}", p.groups);
     // Two of a kind: multi-GPU is known.
     let p = Case::new("gfx1201,gfx1201").rocm("7.14.0").machine().plan();
     assert_eq!(
@@ -1540,4 +1561,33 @@ fn a_quirk_with_an_unknown_smoke_outcome_is_refused() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("bad.toml") && e.contains("reserve_fail"), "{e}");
+}
+
+#[test]
+fn cmake_args_names_the_targets_it_leaves_to_the_matrix() {
+    let one = Case::new("gfx110X,gfx120X").rocm("7.14.0").plan();
+    assert_eq!(one.groups.len(), 1);
+    assert_eq!(
+        gpuprobe::emit::github::groups_left_out_of_cmake_args(&one),
+        None
+    );
+    // Two builds (a second group with other flags): every target after the first is named.
+    let mut two = one.clone();
+    let mut g = two.groups[0].clone();
+    g.name = "hip-legacy-pool".into();
+    g.targets = vec!["gfx1200".into(), "gfx1201".into()];
+    g.vmm = false;
+    two.groups[0].targets.retain(|t| t.starts_with("gfx110"));
+    two.groups.push(g);
+    let m = gpuprobe::emit::github::groups_left_out_of_cmake_args(&two).unwrap();
+    assert!(m.contains("hip-legacy-pool (gfx1200, gfx1201)"), "{m}");
+    assert!(m.contains("matrix"), "{m}");
+    let dir = tempfile::tempdir().unwrap();
+    let annotations = gpuprobe::emit::github::write(&two, &dir.path().join("out"), None).unwrap();
+    assert!(
+        annotations.lines().any(
+            |l| l.starts_with("::warning title=gpuprobe cmake-args::") && l.contains("gfx1201")
+        ),
+        "{annotations}"
+    );
 }

@@ -189,6 +189,23 @@ fn a_package_missing_a_library_fails() {
     );
 }
 
+/// Compiles a small AMDGPU code object for `arch` with clang-19 and ld.lld-19 (both installed by
+/// scripts/install-toolchains.sh) into `dir/name`.
+fn amdgpu_code_object(dir: &Path, name: &str, arch: &str) {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, "void k(int *p) { *p = 1; }\n").unwrap();
+    run(Command::new("clang-19")
+        .args(["-x", "c", "--target=amdgcn-amd-amdhsa", "-nogpulib", "-O1"])
+        .arg(format!("-mcpu={arch}"))
+        .arg("-o")
+        .arg(dir.join(name))
+        .arg(&src));
+    std::fs::remove_file(&src).unwrap();
+    let head = std::fs::read(dir.join(name)).unwrap();
+    assert_eq!(&head[..4], b"\x7fELF");
+    assert_eq!(u16::from_le_bytes([head[18], head[19]]), 224, "EM_AMDGPU");
+}
+
 fn cc(args: &[&str], dir: &Path) {
     run(Command::new("cc").args(args).current_dir(dir));
 }
@@ -226,12 +243,14 @@ fn toolkit_layout() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     std::fs::create_dir_all(&lib).unwrap();
     for f in [
         "TensileLibrary_lazy_gfx1100.dat",
-        "Kernels.so-000-gfx1201.hsaco",
         "TensileLibrary_Type_HH_gfx90a.co",
         "TensileManifest.txt",
     ] {
         std::fs::write(lib.join(f), f).unwrap();
     }
+    // A real AMDGPU code object, as rocBLAS's kernel folders hold them: an ELF file that the
+    // host loader cannot load.
+    amdgpu_code_object(&lib, "Kernels.so-000-gfx1201.hsaco", "gfx1201");
     let bin = build.join("bin");
     std::fs::write(
         bin.join("hip.c"),
@@ -463,4 +482,108 @@ fn bad_usage_exits_2() {
     assert_eq!(o.status.code(), Some(2));
     let o = sh("package.sh", &[Path::new("a")], &[]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn a_library_without_kernels_for_the_targets_needs_no_kernel_folder() {
+    // hipBLASLt as TheRock ships it for gfx103X: the library, and no kernels for those targets.
+    let (root, build, src, kit) = toolkit_layout();
+    std::fs::write(
+        kit.join("lt.c"),
+        "int hipblaslt_version(void) { return 1; }\n",
+    )
+    .unwrap();
+    cc(
+        &[
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libhipblaslt.so.1",
+            "-o",
+            "libhipblaslt.so.1",
+            "lt.c",
+        ],
+        &kit,
+    );
+    let kit_s = kit.to_str().unwrap().to_string();
+    let pack = |data: &str| {
+        let out = root.path().join(format!("dist-{}", data.len()));
+        let o = sh(
+            "package.sh",
+            &[&build, &src, &out, Path::new("llama-test")],
+            &[
+                ("GPUPROBE_OS", "linux"),
+                ("GPUPROBE_RUNTIME_DIRS", kit_s.as_str()),
+                ("GPUPROBE_BUNDLE_EXTRA", "libhipblaslt.so.*"),
+                ("GPUPROBE_BUNDLE_DATA", data),
+                ("GPUPROBE_TARGETS", "gfx1100"),
+            ],
+        );
+        (o, out.join("llama-test.tar.gz"))
+    };
+    let none = "librocblas.so.*=rocblas/library=gfx1100;libhipblaslt.so.*=hipblaslt/library=";
+    let (o, archive) = pack(none);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("has no hipblaslt/library, and the toolkit builds its kernels for none"),
+        "{}",
+        text(&o)
+    );
+    let check = |data: &str| {
+        sh(
+            "self-check.sh",
+            &[&archive],
+            &[
+                ("GPUPROBE_TARGETS", "gfx1100"),
+                ("GPUPROBE_BUNDLE_DATA", data),
+            ],
+        )
+    };
+    let ok = check(none);
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok));
+    // Where the toolkit does build its kernels for a target, the folder must be there.
+    let needed =
+        "librocblas.so.*=rocblas/library=gfx1100;libhipblaslt.so.*=hipblaslt/library=gfx1100";
+    let (o, _) = pack(needed);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("hipblaslt/library does not exist"),
+        "{}",
+        text(&o)
+    );
+    let bad = check(needed);
+    assert_eq!(bad.status.code(), Some(1), "{}", text(&bad));
+    assert!(
+        text(&bad).contains(
+            "libhipblaslt.so.1 is in the package but its kernel folder hipblaslt/library is not (needed for: gfx1100)"
+        ),
+        "{}",
+        text(&bad)
+    );
+}
+
+#[test]
+fn a_toolkit_with_kpack_device_archives_is_not_packed_flat() {
+    // TheRock 7.13+: rocBLAS's device code in ../.kpack next to the library directory.
+    let (root, build, src, kit) = toolkit_layout();
+    let kpack = kit.parent().unwrap().join(".kpack");
+    std::fs::create_dir_all(&kpack).unwrap();
+    std::fs::write(kpack.join("blas_lib_gfx1100.kpack"), "kpack").unwrap();
+    let out = root.path().join("dist");
+    let kit_s = kit.to_str().unwrap().to_string();
+    let o = sh(
+        "package.sh",
+        &[&build, &src, &out, Path::new("llama-test")],
+        &[
+            ("GPUPROBE_OS", "linux"),
+            ("GPUPROBE_RUNTIME_DIRS", kit_s.as_str()),
+            ("GPUPROBE_TARGETS", "gfx1100"),
+        ],
+    );
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("librocblas.so.4 (") && log.contains("1 .kpack files"),
+        "{log}"
+    );
+    assert!(!out.join("llama-test.tar.gz").exists(), "{log}");
 }

@@ -1086,3 +1086,234 @@ fn the_header_and_the_packages_carry_every_runtime_note() {
         "the may-apply notes are there too"
     );
 }
+
+/// What actions/download-artifact does with one artifact uploaded with `archive: false`, at the
+/// commit the workflow pins (v8.0.1, @actions/artifact 6.2.1; the source is cited next to the
+/// pin in src/emit/workflow.rs): a download served as a zip (content type application/zip, or a
+/// URL ending in .zip) is unpacked into `path` unless `skip-decompress` is true; anything else,
+/// or a zip with skip-decompress, is written to `path` as the file it was.
+fn download_artifact_v8(with: &Value, artifact: &Path, dest: &Path) {
+    let skip = match &with["skip-decompress"] {
+        Value::Bool(b) => *b,
+        Value::String(s) => s == "true",
+        Value::Null => false,
+        other => panic!("skip-decompress: {other}"),
+    };
+    let name = artifact.file_name().unwrap().to_str().unwrap();
+    std::fs::create_dir_all(dest).unwrap();
+    if name.ends_with(".zip") && !skip {
+        let o = Command::new(python())
+            .args(["-m", "zipfile", "-e"])
+            .arg(artifact)
+            .arg(dest)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    } else {
+        std::fs::copy(artifact, dest.join(name)).unwrap();
+    }
+}
+
+/// Runs the release job of `doc` on two packages (a Linux .tar.gz and a Windows .zip) with the
+/// download modelled by [`download_artifact_v8`] and `gh` replaced by a recorder: the exit
+/// status, the output, and what `gh release create` was given.
+fn run_release_job(doc: &Value, with_override: Option<&Value>) -> (Option<i32>, String, String) {
+    let release = &doc["jobs"]["release"];
+    let steps = release["steps"].as_array().unwrap();
+    let step = |n: &str| {
+        steps
+            .iter()
+            .find(|s| s["name"].as_str().is_some_and(|x| x.starts_with(n)))
+            .unwrap_or_else(|| panic!("no release step {n}"))
+    };
+    let download = step("Download the packages");
+    assert!(
+        download["uses"]
+            .as_str()
+            .unwrap()
+            .starts_with("actions/download-artifact@")
+    );
+    let with = with_override.unwrap_or(&download["with"]);
+    let root = tempfile::tempdir().unwrap();
+    let uploads = root.path().join("uploads");
+    let pkg = uploads.join("llama-b1-windows-rocm7.14.0-hip");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(pkg.join("llama-cli.exe"), "MZ").unwrap();
+    let zip = uploads.join("llama-b1-windows-rocm7.14.0-hip.zip");
+    let o = Command::new(python())
+        .args(["-m", "zipfile", "-c"])
+        .arg(&zip)
+        .arg(&pkg)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let tar = uploads.join("llama-b1-linux-rocm7.14.0-hip.tar.gz");
+    let o = Command::new("tar")
+        .arg("-czf")
+        .arg(&tar)
+        .arg("-C")
+        .arg(&uploads)
+        .arg("llama-b1-windows-rocm7.14.0-hip")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let workspace = root.path().join("workspace");
+    let dest = workspace.join(with["path"].as_str().unwrap());
+    for a in [&zip, &tar] {
+        download_artifact_v8(with, a, &dest);
+    }
+    let bin = root.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = root.path().join("gh.log");
+    std::fs::write(
+        bin.join("gh"),
+        format!("#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}'\n", log.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(bin.join("gh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let publish = step("Publish the release");
+    let temp = root.path().join("temp");
+    std::fs::create_dir_all(&temp).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let o = Command::new("bash")
+        .args(["--noprofile", "--norc", "-eo", "pipefail", "-c"])
+        .arg(publish["run"].as_str().unwrap())
+        .current_dir(&workspace)
+        .env("PATH", path)
+        .env("RUNNER_TEMP", &temp)
+        .env("RELEASE_TAG", "v1")
+        .env("RELEASE_NOTES", "notes")
+        .output()
+        .unwrap();
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (
+        o.status.code(),
+        out,
+        std::fs::read_to_string(&log).unwrap_or_default(),
+    )
+}
+
+#[test]
+fn the_release_job_publishes_zip_and_tar_archives_as_files() {
+    let doc = yaml(&workflow(CASES[0].1));
+    let (code, out, gh) = run_release_job(&doc, None);
+    assert_eq!(code, Some(0), "{out}");
+    for f in [
+        "llama-b1-windows-rocm7.14.0-hip.zip",
+        "llama-b1-linux-rocm7.14.0-hip.tar.gz",
+        "SHA256SUMS",
+    ] {
+        assert!(gh.lines().any(|l| l == f), "{f} not released: {gh}");
+    }
+    assert!(
+        out.contains("  llama-b1-windows-rocm7.14.0-hip.zip"),
+        "{out}"
+    );
+    // The same download without skip-decompress unpacks the zip into a directory, and the
+    // checksum step fails on it: the input is what makes the Windows release possible.
+    let mut without = doc["jobs"]["release"]["steps"][0]["with"].clone();
+    without.as_object_mut().unwrap().remove("skip-decompress");
+    let (code, out, gh) = run_release_job(&doc, Some(&without));
+    assert_ne!(code, Some(0), "{out}");
+    assert!(out.contains("Is a directory"), "{out}");
+    assert!(gh.is_empty());
+}
+
+/// `bash`'s case-insensitive glob match, as templates/package.sh and self-check.sh match names.
+fn bash_glob_matches(glob: &str, name: &str) -> bool {
+    Command::new("bash")
+        .args([
+            "-c",
+            "shopt -s nocasematch; case \"$2\" in $1) exit 0 ;; esac; exit 1",
+            "_",
+            glob,
+            name,
+        ])
+        .status()
+        .unwrap()
+        .success()
+}
+
+#[test]
+fn therock_kernel_folders_are_required_only_for_targets_the_library_has_kernels_for() {
+    // TheRock builds no hipBLASLt for gfx103X (profiles/toolkits.toml [[rocm.no_kernels]]):
+    // those entries must not require its kernel folder; gfx110X entries must.
+    let doc = yaml(&workflow(CASES[0].1));
+    let mut seen_103 = 0;
+    for os in ["linux", "windows"] {
+        let env = &doc["jobs"][os]["env"];
+        assert_eq!(
+            env["GPUPROBE_BUNDLE_DATA"], "${{ matrix.bundle_data }}",
+            "{os}"
+        );
+        for e in doc["jobs"][os]["strategy"]["matrix"]["include"]
+            .as_array()
+            .unwrap()
+        {
+            let targets: Vec<&str> = e["targets"].as_str().unwrap().split(';').collect();
+            let data = e["bundle_data"].as_str().unwrap();
+            let folder = |f: &str| -> Vec<&str> {
+                data.split(';')
+                    .find_map(|p| {
+                        let mut it = p.splitn(3, '=');
+                        let (_, fo, t) = (it.next()?, it.next()?, it.next()?);
+                        (fo == f).then(|| t.split(',').filter(|x| !x.is_empty()).collect())
+                    })
+                    .unwrap_or_else(|| panic!("{os}: no {f} in {data}"))
+            };
+            assert_eq!(folder("rocblas/library"), targets, "{os}: {data}");
+            let lt = folder("hipblaslt/library");
+            for t in &targets {
+                let is_103 = t.starts_with("gfx103");
+                seen_103 += usize::from(is_103);
+                assert_eq!(lt.contains(t), !is_103, "{os} {t}: {data}");
+            }
+        }
+    }
+    assert!(seen_103 > 0, "the case has gfx103X targets");
+}
+
+#[test]
+fn windows_rocm_dlls_are_found_under_either_spelling() {
+    // HIP SDK 25.Q3: hipblas.dll, hipblaslt.dll; TheRock 7.13+ / ROCm 7.x: hipblas.dll or
+    // libhipblas.dll, libhipblaslt.dll. Each must be bundled and its kernels checked.
+    let doc = yaml(&workflow(CASES[0].1));
+    let env = &doc["jobs"]["windows"]["env"];
+    let globs = |name: &str| -> Vec<String> {
+        env[name]
+            .as_str()
+            .unwrap()
+            .split(';')
+            .map(str::to_string)
+            .collect()
+    };
+    let expect = globs("GPUPROBE_BUNDLE_EXPECT");
+    let extra = globs("GPUPROBE_BUNDLE_EXTRA");
+    let entry = &doc["jobs"]["windows"]["strategy"]["matrix"]["include"][0];
+    let data_libs: Vec<String> = entry["bundle_data"]
+        .as_str()
+        .unwrap()
+        .split(';')
+        .map(|p| p.split('=').next().unwrap().to_string())
+        .collect();
+    let matched = |list: &[String], dll: &str| list.iter().any(|g| bash_glob_matches(g, dll));
+    for dll in ["hipblas.dll", "libhipblas.dll", "rocblas.dll"] {
+        assert!(matched(&expect, dll), "{dll} not expected by {expect:?}");
+    }
+    for dll in ["hipblaslt.dll", "libhipblaslt.dll"] {
+        assert!(matched(&extra, dll), "{dll} not bundled by {extra:?}");
+        assert!(
+            matched(&data_libs, dll),
+            "{dll}'s kernels not packed: {data_libs:?}"
+        );
+        assert!(
+            !matched(&expect, dll),
+            "hipBLASLt is not hipBLAS: {expect:?}"
+        );
+    }
+}

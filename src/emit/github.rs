@@ -150,7 +150,33 @@ pub fn write(plan: &Plan, output: &Path, summary_path: Option<&Path>) -> Result<
             neutral::annotation(&n.message)
         ));
     }
+    if let Some(m) = groups_left_out_of_cmake_args(plan) {
+        annotations.push_str(&format!(
+            "::warning title=gpuprobe cmake-args::{}\n",
+            neutral::annotation(&m)
+        ));
+    }
     Ok(annotations)
+}
+
+/// `cmake-args` is one build: with several groups (flags that differ), the targets of every group
+/// after the first are only in `matrix`, and are named here so that no build leaves them out
+/// unsaid.
+pub fn groups_left_out_of_cmake_args(plan: &Plan) -> Option<String> {
+    let (first, rest) = plan.groups.split_first()?;
+    if rest.is_empty() {
+        return None;
+    }
+    let others: Vec<String> = rest
+        .iter()
+        .map(|g| format!("{} ({})", g.name, g.targets.join(", ")))
+        .collect();
+    Some(format!(
+        "cmake-args holds build group {} ({}) only; {} need other flags and are in the matrix output only: build every matrix entry (strategy.matrix: fromJSON(matrix)), or those targets are not built",
+        first.name,
+        first.targets.join(", "),
+        others.join(", ")
+    ))
 }
 
 fn append(path: &Path, text: &str) -> Result<()> {

@@ -62,7 +62,14 @@ pub const ACTIONS: [PinnedAction; 5] = [
         sha: "5fda3b95a4ea91299a34e894583c3862153e4b97",
     },
     // github.com/actions/download-artifact tag v8.0.1 (2026-03-11), also what tag v8 points at
-    // (v8 reads artifacts uploaded unzipped with upload-artifact's `archive: false`).
+    // (v8 reads artifacts uploaded unzipped with upload-artifact's `archive: false`). At this
+    // commit src/download-artifact.ts passes the `skip-decompress` input to @actions/artifact
+    // 6.2.1 (package-lock.json), whose streamExtractExternal (actions/toolkit
+    // packages/artifact/src/internal/download/download-artifact.ts, from #2253) unzips a
+    // download whose content type is application/zip (or x-zip-compressed, zip-compressed) or
+    // whose URL ends in .zip unless skipDecompress is set, and otherwise writes the file as
+    // it is. The release job sets `skip-decompress: true` so that a .zip package stays a file
+    // (tests/workflow.rs: the_release_job_publishes_zip_and_tar_archives_as_files).
     PinnedAction {
         repo: "actions/download-artifact",
         version: "v8.0.1",
@@ -157,6 +164,9 @@ pub struct Entry {
     pub artifact: String,
     /// TheRock `device-gfx*` extras for the entry's targets, comma-separated (empty otherwise).
     pub rocm_extras: String,
+    /// GPUPROBE_BUNDLE_DATA of this entry: `LIBRARY=FOLDER=TARGETS` pairs, `;`-separated, where
+    /// TARGETS (comma-separated, maybe none) are the entry's targets the folder must cover.
+    pub bundle_data: String,
     /// Comment lines above the entry (without `# `).
     pub comment: Vec<String>,
 }

@@ -7,7 +7,7 @@ use crate::plan::{Group, Plan};
 use crate::platform::Os;
 use crate::profiles::Knowledge;
 use crate::report::Backend;
-use crate::toolkits::ToolkitTable;
+use crate::toolkits::{RocmNoKernels, ToolkitTable};
 use crate::version::ToolVersion;
 
 use super::install::install;
@@ -59,9 +59,18 @@ pub(super) fn job(
         split: os == Os::Windows && plan.backend == Backend::Hip,
         toolkit_word: plan.backend.toolkit_option(),
     };
+    let job_bundle = bundle(tk, plan.backend, os);
+    let no_kernels = match plan.backend {
+        Backend::Hip => tk.rocm.no_kernels_for(version.major_minor()),
+        Backend::Cuda => Vec::new(),
+    };
     let mut entries = Vec::new();
     for g in &plan.groups {
-        entries.extend(group_entries(&cx, g)?);
+        let mut es = group_entries(&cx, g)?;
+        for e in &mut es {
+            e.bundle_data = entry_bundle_data(&job_bundle.data, &e.targets, &no_kernels);
+        }
+        entries.extend(es);
     }
     let flags = tk.package_flags(os, |o| k.options.declared(o, build));
     let package_args = flags
@@ -85,13 +94,35 @@ pub(super) fn job(
             (Backend::Hip, _) => "",
         },
         ccache: os == Os::Windows && plan.backend == Backend::Hip,
-        bundle: bundle(tk, plan.backend, os),
+        bundle: job_bundle,
         install,
         entries,
         package_args,
         package_comment,
         notes,
     })
+}
+
+/// An entry's `LIBRARY=FOLDER=TARGETS` pairs: each kernel folder of the job's bundle data with
+/// the entry's targets (`;`-separated) that the toolkit builds that library's kernels for.
+fn entry_bundle_data(data: &str, targets: &str, no_kernels: &[&RocmNoKernels]) -> String {
+    data.split(';')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let folder = pair.split_once('=').map(|(_, f)| f).unwrap_or("");
+            let covered: Vec<&str> = targets
+                .split(';')
+                .filter(|t| {
+                    !t.is_empty()
+                        && !no_kernels
+                            .iter()
+                            .any(|r| r.folder == folder && r.targets.iter().any(|x| x == t))
+                })
+                .collect();
+            format!("{pair}={}", covered.join(","))
+        })
+        .collect::<Vec<_>>()
+        .join(";")
 }
 
 /// What the package step bundles for this backend and OS.
@@ -163,6 +194,7 @@ fn group_entries(cx: &EntryContext<'_>, g: &Group) -> Result<Vec<Entry>> {
             } else {
                 String::new()
             },
+            bundle_data: String::new(),
             comment: wrap(
                 &format!("{}: {vmm_words}: {reason}", targets.join(", ")),
                 94,

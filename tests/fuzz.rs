@@ -656,6 +656,7 @@ fn workflow_with(s: &str, plain: &str) -> gpuprobe::emit::workflow::Workflow {
         expect_no_vmm: s.to_string(),
         artifact: s.to_string(),
         rocm_extras: s.to_string(),
+        bundle_data: s.to_string(),
         comment: vec![s.to_string()],
     };
     Workflow {

@@ -24,7 +24,10 @@ pub const HOST_VARIABLES: &[&str] = &[
 pub fn gpuprobe() -> Command {
     let mut c = Command::cargo_bin("gpuprobe").expect("the gpuprobe binary is built");
     c.env("XDG_CONFIG_HOME", "/nonexistent-gpuprobe-config");
-    c.env("XDG_CACHE_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/xdg-cache"));
+    c.env(
+        "XDG_CACHE_HOME",
+        concat!(env!("CARGO_TARGET_TMPDIR"), "/xdg-cache"),
+    );
     for v in HOST_VARIABLES {
         c.env_remove(v);
     }

@@ -13,7 +13,8 @@
 # "@FILE" reads build numbers from FILE (one a line, '#' starts a comment).
 #
 # DEST/N/ receives only the CMake files (every CMakeLists.txt, *.cmake, *.cmake.in) of the llama.cpp
-# tree, or the whole tree with --full. DEST/N/.gpuprobe-source records where it came from. Builds already
+# tree plus the few CUDA/HIP sources scripts/gen-llama-facts.py reads (vendors/hip.h, common.cuh,
+# ggml-cuda.cu), or the whole tree with --full. DEST/N/.gpuprobe-source records where it came from. Builds already
 # unpacked (with at least the requested content) are skipped; downloaded tarballs are kept in
 # ${GPUPROBE_CACHE:-.cache}/sdists and reused.
 #
@@ -109,7 +110,9 @@ for N in "${BUILDS[@]}"; do
         exit 2
     fi
     out="$DEST/$N"
-    want_mode=cmake
+    # "sources": CMake files plus the facts generator's sources (trees unpacked as "cmake" before
+# lack those and are unpacked again from the kept tarball).
+want_mode=sources
     [[ $FULL == 1 ]] && want_mode=full
     if [[ -f "$out/.gpuprobe-source" ]]; then
         have_mode=$(sed -n 's/^mode=//p' "$out/.gpuprobe-source")
@@ -158,7 +161,7 @@ for N in "${BUILDS[@]}"; do
         grep -F -- "$prefix" "$listing" | grep -v '/$' >"$members" || true
     else
         grep -F -- "$prefix" "$listing" |
-            grep -E '(/CMakeLists\.txt|\.cmake|\.cmake\.in)$' >"$members" || true
+            grep -E '(/CMakeLists\.txt|\.cmake|\.cmake\.in|/vendors/hip\.h|/ggml-cuda/common\.cuh|/ggml-cuda(/ggml-cuda)?\.cu)$' >"$members" || true
     fi
     # Keep only paths that really start with the prefix.
     awk -v p="$prefix" 'index($0, p) == 1' "$members" >"$members.2" && mv "$members.2" "$members"

@@ -59,6 +59,8 @@ done
 
 step "llama.cpp option table is what the real sources say"
 python3 scripts/gen-llama-options.py --src "$GPUPROBE_LLAMA_SOURCES" --check
+step "llama.cpp per-build facts (HIP floor, vendor-header targets, CUDA defaults, PDL, peer access) are what the real sources say"
+python3 scripts/gen-llama-facts.py --src "$GPUPROBE_LLAMA_SOURCES" --check
 
 step "small real llama.cpp CPU builds: static for check-build; with a release workflow's flags, packed, for the self-check"
 bash scripts/build-llama-cpu.sh "$GPUPROBE_LLAMA_SOURCES/11434" "$GPUPROBE_CACHE/llama-cpu-11434"

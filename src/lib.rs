@@ -2,6 +2,7 @@
 //! GPUs. *What was measured or declared* ([`report`], [`probe`]) → *the plan* ([`resolve`],
 //! [`plan`]) → *the output format* ([`emit`]); each stage is plain data and testable on its own.
 
+pub mod build_facts;
 pub mod check_build;
 pub mod children;
 pub mod cli;

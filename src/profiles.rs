@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::llama::facts::FactTable;
 use crate::llama::options::OptionTable;
 use crate::quirks::{Quirk, QuirkFile};
 use crate::targets::TargetTable;
@@ -13,6 +14,7 @@ use crate::toml_file::parse_toml;
 pub const BUNDLED_QUIRKS: &str = include_str!("../profiles/quirks.toml");
 pub const BUNDLED_TARGETS: &str = include_str!("../profiles/targets.toml");
 pub const BUNDLED_OPTIONS: &str = include_str!("../profiles/llama-options.toml");
+pub const BUNDLED_FACTS: &str = include_str!("../profiles/llama-facts.toml");
 pub const BUNDLED_SIGNATURES: &str = include_str!("../profiles/log-signatures.toml");
 
 /// Environment variable naming extra quirk directories (`:`-separated), merged over the bundled ones.
@@ -24,6 +26,8 @@ pub struct Knowledge {
     pub quirks: Vec<Quirk>,
     pub targets: TargetTable,
     pub options: OptionTable,
+    /// Per-build facts read from llama.cpp's sources (`profiles/llama-facts.toml`).
+    pub facts: FactTable,
     /// Where user quirks came from, for `--explain`.
     pub user_quirk_files: Vec<PathBuf>,
 }
@@ -43,10 +47,12 @@ impl Knowledge {
         quirks.validate(BUNDLED_QUIRKS, "profiles/quirks.toml")?;
         let targets = bundled_targets()?;
         let options: OptionTable = parse_toml(BUNDLED_OPTIONS, "profiles/llama-options.toml")?;
+        let facts: FactTable = parse_toml(BUNDLED_FACTS, "profiles/llama-facts.toml")?;
         Ok(Knowledge {
             quirks: quirks.quirk,
             targets,
             options,
+            facts,
             user_quirk_files: Vec::new(),
         })
     }

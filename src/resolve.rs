@@ -103,6 +103,10 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
     check_toolkit_for_targets(k, backend, toolkit.as_ref(), &units, &known_ids, &mut acc);
 
     let build = req.llama.effective_build(&k.options);
+    // A checkout of unknown build number: its build is not the table's newest, so say nothing.
+    if req.llama.build.is_some() || req.llama.checkout.is_none() {
+        check_build_facts(k, req, backend, build, toolkit.as_ref(), &units, &mut acc);
+    }
     let driver = report
         .and_then(|r| r.devices.first())
         .and_then(|d| d.driver_version.as_deref())
@@ -387,6 +391,46 @@ fn check_toolkit_for_targets(
                     std::slice::from_ref(&u.arch),
                 ));
             }
+        }
+    }
+}
+
+/// What llama.cpp's own sources say about this build, toolkit and targets
+/// (`profiles/llama-facts.toml`): refusals for what will not configure or compile, warnings for
+/// targets the build's kernels do not know.
+fn check_build_facts(
+    k: &Knowledge,
+    req: &Request<'_>,
+    backend: Backend,
+    build: u64,
+    toolkit: Option<&Version>,
+    units: &[Unit<'_>],
+    acc: &mut PlanNotes,
+) {
+    for u in units {
+        if let Some(why) = k.targets.get(&u.arch).and_then(|t| t.unsupported.as_ref()) {
+            acc.refusals.push(note(
+                Severity::High,
+                format!("{}: {why}", u.arch),
+                &[],
+                std::slice::from_ref(&u.arch),
+            ));
+        }
+    }
+    let targets: Vec<String> = units.iter().map(|u| u.arch.clone()).collect();
+    let inputs = crate::build_facts::Inputs {
+        build,
+        backend,
+        toolkit,
+        os: req.os,
+        targets: &targets,
+    };
+    for f in crate::build_facts::check(&k.facts, &inputs) {
+        let n = note(Severity::High, f.message, &[], &f.targets);
+        if f.refuse {
+            acc.refusals.push(n);
+        } else {
+            acc.warnings.push(n);
         }
     }
 }

@@ -46,6 +46,9 @@ pub struct Target {
     pub os: Option<Vec<crate::platform::Os>>,
     #[serde(default)]
     pub os_note: Option<String>,
+    /// Set when no ROCm release supports the target: why, and what to use instead.
+    #[serde(default)]
+    pub unsupported: Option<String>,
 }
 
 impl Target {

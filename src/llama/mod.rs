@@ -2,6 +2,7 @@
 //! source trees (which options a checkout declares, and its build number where it can be known).
 
 pub mod checkout;
+pub mod facts;
 pub mod options;
 
 use std::path::Path;

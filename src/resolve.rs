@@ -1591,8 +1591,9 @@ fn base_flags(
                 .iter()
                 .map(|t| {
                     let name = k.targets.get(t).map_or(t.as_str(), |t| t.cmake_name());
-                    // Blackwell 12X: builds from 7538 stop on a plain 120 ("use 120a or 120f")
-                    // or rewrite it to 120a; spell it 12Xa for them, as written before.
+                    // Blackwell 12X: builds 7532-7537 fail in ptxas on a plain 120, 7538-7574
+                    // stop on it ("use 120a or 120f"), later ones rewrite it to 120a; spell it
+                    // 12Xa for all of them.
                     if plain_12x != Plain12x::Accepted && is_plain_12x(name) {
                         spelled.push(format!("{name}a"));
                         format!("{name}a")
@@ -1609,6 +1610,8 @@ fn base_flags(
                     req.llama.effective_build(&k.options),
                     match plain_12x {
                         Plain12x::Rejected => "rejects",
+                        Plain12x::PtxasRejects =>
+                            "passes on to ptxas, which rejects its Blackwell MMA kernels for",
                         _ => "rewrites",
                     }
                 ));

@@ -245,6 +245,32 @@ const CASES: &[Case] = &[
     ),
 ];
 
+/// The CMAKE_CUDA_ARCHITECTURES value planned for sm_120 with CUDA 12.8 at `build`.
+fn sm120_spelling(build: u64) -> String {
+    let p = plan("sm_120", None, Some("12.8"), build, Os::Linux);
+    p.groups[0]
+        .flag("CMAKE_CUDA_ARCHITECTURES")
+        .expect("architectures flag")
+        .value
+        .clone()
+}
+
+/// cuda_arch_12x (profiles/llama-options.toml): plain 120 up to 7531; 120a from 7532 (ptxas
+/// rejects plain 120, #17906), through 7538-7574 (CMake rejects it) and from 7575 (rewritten).
+#[test]
+fn blackwell_spelling_at_each_boundary() {
+    for (build, want) in [
+        (7531, "120"),
+        (7532, "120a"),
+        (7537, "120a"),
+        (7538, "120a"),
+        (7574, "120a"),
+        (7575, "120a"),
+    ] {
+        assert_eq!(sm120_spelling(build), want, "build {build}");
+    }
+}
+
 #[test]
 fn each_fact_at_both_sides_of_its_range() {
     let mut failures = Vec::new();

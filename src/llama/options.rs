@@ -34,6 +34,9 @@ pub struct EraRange {
 pub enum Plain12x {
     /// No Blackwell handling: `120` is passed to nvcc as written.
     Accepted,
+    /// CMake passes `120` on, and ptxas stops on the Blackwell block-scaled MMA kernels
+    /// (builds 7532-7537, llama.cpp#17906).
+    PtxasRejects,
     /// A GGML_NATIVE=OFF configure stops: "use 120a or 120f".
     Rejected,
     /// Rewritten to `120a`.
@@ -44,6 +47,7 @@ impl Plain12x {
     pub fn parse(s: &str) -> Option<Plain12x> {
         match s {
             "accepted" => Some(Plain12x::Accepted),
+            "ptxas-rejects" => Some(Plain12x::PtxasRejects),
             "rejected" => Some(Plain12x::Rejected),
             "rewritten" => Some(Plain12x::Rewritten),
             _ => None,

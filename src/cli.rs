@@ -287,6 +287,17 @@ pub struct WorkflowArgs {
     pub check: Option<PathBuf>,
 }
 
+/// What `check-build --exercise` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExerciseMode {
+    /// llama.cpp's test-backend-ops on each GPU.
+    Ops,
+    /// A synthetic model on the CPU and in each GPU configuration, compared.
+    Inference,
+    /// Both.
+    All,
+}
+
 #[derive(Debug, Args)]
 pub struct CheckBuildArgs {
     /// A llama.cpp program (llama-cli, llama-server...): runs `--version` and `--list-devices` in an
@@ -297,12 +308,37 @@ pub struct CheckBuildArgs {
     /// several; `-` reads stdin.
     #[arg(long, value_name = "FILE")]
     pub log: Vec<PathBuf>,
-    /// Run llama.cpp's own test-backend-ops on each GPU of this machine, on the operations that use
-    /// the memory pool hardest, each in its own process group with a timeout, and judge it: pass,
-    /// fail, hang, crash; new GPU faults in the kernel log are reported. JSON (--json) is workload
+    /// Run the build on this machine's GPUs and judge it. `ops` (the default): llama.cpp's own
+    /// test-backend-ops on each GPU, on the operations that use the memory pool hardest: pass,
+    /// fail, hang, crash. `inference`: a synthetic model gpuprobe writes, run by the build's
+    /// llama-perplexity on the CPU and in each GPU configuration (each GPU, splits, flash
+    /// attention, KV types, graphs off, MoE offload), compared by KL divergence, plus memory over a
+    /// long context. `all`: both. New GPU faults in the kernel log are reported. JSON (--json) is
     /// evidence for `gpuprobe cmake-flags --from` and `gpuprobe quirks record --from`.
-    #[arg(long, conflicts_with = "log")]
-    pub exercise: bool,
+    #[arg(long, conflicts_with = "log", value_name = "MODE", num_args = 0..=1, default_missing_value = "ops", value_enum)]
+    pub exercise: Option<ExerciseMode>,
+    /// With --exercise inference: the user's GGUF model instead of the synthetic ones (dense
+    /// configurations; MoE ones too when it has experts).
+    #[arg(long, value_name = "FILE", requires = "exercise")]
+    pub model: Option<PathBuf>,
+    /// With --exercise inference: size of the synthetic models in MiB of f16 weights.
+    #[arg(long, value_name = "MIB", default_value_t = 16, requires = "exercise")]
+    pub model_mib: u64,
+    /// With --exercise inference: folder for the models, text and logits (default: a new
+    /// temporary folder, removed afterwards).
+    #[arg(long, value_name = "DIR", requires = "exercise")]
+    pub work_dir: Option<PathBuf>,
+    /// With --exercise inference: only these configurations (comma-separated): base, fa, kv-q8_0,
+    /// kv-q4_0, graphs-off, moe, moe-ncmoe, split-layer, split-row.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', requires = "exercise")]
+    pub configs: Vec<String>,
+    /// With --exercise inference: context of the long run whose memory is sampled (0: none).
+    #[arg(long, value_name = "TOKENS", default_value_t = 4096, requires = "exercise")]
+    pub memory_context: u32,
+    /// With --exercise inference: seconds after which no new run starts (the rest are reported
+    /// as not run).
+    #[arg(long, value_name = "SECS", default_value_t = 900.0, requires = "exercise")]
+    pub budget: f64,
     /// With --exercise: the llama.cpp build folder (test-backend-ops is in its bin/).
     #[arg(long, value_name = "DIR", requires = "exercise")]
     pub build_dir: Option<PathBuf>,

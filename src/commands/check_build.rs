@@ -62,8 +62,25 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
         None => None,
     };
 
-    if a.exercise {
-        return exercise(a, &k, saved.as_ref());
+    match a.exercise {
+        Some(crate::cli::ExerciseMode::Ops) => return exercise(a, &k, saved.as_ref()),
+        Some(crate::cli::ExerciseMode::Inference) => {
+            return super::inference::run(a, &k, saved.as_ref());
+        }
+        Some(crate::cli::ExerciseMode::All) => {
+            if a.json || a.output.is_some() {
+                return Err(crate::Error::input(
+                    "--exercise all",
+                    "--json and --output write one document, and `all` makes two",
+                    "run `--exercise ops` and `--exercise inference` separately for each JSON document",
+                )
+                .into());
+            }
+            let ops = exercise(a, &k, saved.as_ref())?;
+            let inference = super::inference::run(a, &k, saved.as_ref())?;
+            return Ok(ops.max(inference));
+        }
+        None => {}
     }
     if a.log.iter().filter(|l| l.as_os_str() == "-").count() > 1 {
         return Err(crate::Error::input(

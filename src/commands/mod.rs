@@ -3,6 +3,7 @@
 mod check_build;
 mod cmake_flags;
 mod detect;
+mod inference;
 mod quirks;
 mod workflow;
 

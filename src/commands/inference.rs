@@ -1,0 +1,192 @@
+//! `check-build --exercise inference`: the build's llama-perplexity on a synthetic (or the
+//! user's) model, on the CPU and in each GPU configuration, compared; memory over a long context.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+
+use super::print;
+use crate::check_build::signatures::SignatureTable;
+use crate::cli::CheckBuildArgs;
+use crate::inference::memory::{HostRss, KfdVram, NvidiaSmi, Sampler};
+use crate::inference::run::{self, ModelSource, Plan};
+use crate::inference::{DeviceInfo, process};
+use crate::profiles::Knowledge;
+use crate::report::Report;
+
+fn secs(flag: &str, v: f64) -> Result<Duration, crate::Error> {
+    if v.is_finite() && v > 0.0 && v <= 86_400.0 {
+        Ok(Duration::from_secs_f64(v))
+    } else {
+        Err(crate::Error::input(
+            flag,
+            format!("`{v}` is not a usable number of seconds"),
+            "give a positive number such as 300",
+        ))
+    }
+}
+
+pub fn run(a: &CheckBuildArgs, k: &Knowledge, saved: Option<&Report>) -> Result<i32> {
+    let timeout = secs("--exercise-timeout", a.exercise_timeout)?;
+    let budget = secs("--budget", a.budget)?;
+    for c in &a.configs {
+        if !crate::inference::configs::KEYS.contains(&c.as_str()) {
+            return Err(crate::Error::input(
+                format!("--configs {c}"),
+                "is not a configuration",
+                format!(
+                    "give some of: {}",
+                    crate::inference::configs::KEYS.join(",")
+                ),
+            )
+            .into());
+        }
+    }
+    if !(1..=65536).contains(&a.model_mib) {
+        return Err(crate::Error::input(
+            "--model-mib",
+            format!("{} MiB is not a usable size", a.model_mib),
+            "give a size from 1 to 65536 MiB (16 is the default)",
+        )
+        .into());
+    }
+    if let Some(m) = &a.model {
+        // Fails before anything runs when it is not a GGUF model.
+        crate::gguf::read_header(m)?;
+    }
+    let programs = run::locate(a.binary.as_deref(), a.build_dir.as_deref())?;
+
+    // What the build itself sees: its device lines (names, architectures, VMM).
+    let listed = process::run(
+        &programs.perplexity,
+        &["--list-devices".to_string()],
+        &[],
+        Duration::from_secs(60),
+        None,
+    );
+    let facts = crate::check_build::parse::parse(&listed.output);
+    let known = |dev: &str| {
+        facts
+            .devices
+            .iter()
+            .find(|d| format!("{}{}", d.backend, d.index) == dev)
+    };
+    let from_report = |dev: &str| {
+        saved.and_then(|r| {
+            crate::check_build::exercise::targets_of(r)
+                .into_iter()
+                .find(|t| t.device == dev)
+        })
+    };
+    let names: Vec<String> = if a.devices.is_empty() {
+        facts
+            .devices
+            .iter()
+            .map(|d| format!("{}{}", d.backend, d.index))
+            .collect()
+    } else {
+        a.devices.clone()
+    };
+    if names.is_empty() {
+        return Err(crate::Error::Environment {
+            message: format!(
+                "no GPU to exercise: {} --list-devices lists none",
+                programs.perplexity.display()
+            ),
+            fix: "pass --device NAME (CUDA0, ROCm0) for each device to run the model on".into(),
+        }
+        .into());
+    }
+    let devices: Vec<DeviceInfo> = names
+        .iter()
+        .map(|n| {
+            let line = known(n);
+            let rep = from_report(n);
+            DeviceInfo {
+                device: n.clone(),
+                name: line
+                    .map(|d| d.name.clone())
+                    .or_else(|| rep.as_ref().and_then(|t| t.name.clone())),
+                arch: line
+                    .and_then(|d| d.arch.clone())
+                    .or_else(|| rep.and_then(|t| t.arch)),
+            }
+        })
+        .collect();
+    let backend = if names.iter().all(|n| n.starts_with("CUDA")) {
+        "cuda"
+    } else if names.iter().all(|n| n.starts_with("ROCm")) {
+        "hip"
+    } else {
+        "cpu"
+    };
+    let vmm = facts.devices.iter().find_map(|d| d.vmm);
+    let nvidia_smi = which::which("nvidia-smi").ok();
+    let sampler: Box<dyn Sampler> = match (backend, nvidia_smi) {
+        ("cuda", Some(p)) => Box::new(NvidiaSmi { program: p }),
+        ("hip", _) => Box::new(KfdVram {
+            root: PathBuf::from("/sys/class/kfd/kfd/proc"),
+        }),
+        _ => Box::new(HostRss),
+    };
+    let temp = match &a.work_dir {
+        Some(_) => None,
+        None => Some(tempfile::Builder::new().prefix("gpuprobe-inference-").tempdir().map_err(|e| {
+            crate::Error::input(
+                "--work-dir",
+                format!("cannot create a temporary folder: {e}"),
+                "pass --work-dir DIR on a writable disk",
+            )
+        })?),
+    };
+    let work_dir = a
+        .work_dir
+        .clone()
+        .or_else(|| temp.as_ref().map(|t| t.path().to_path_buf()))
+        .unwrap_or_default();
+    let signatures = SignatureTable::bundled(&k.quirks)?;
+    let plan = Plan {
+        programs,
+        devices,
+        backend: backend.into(),
+        vmm,
+        llama_build: a.llama_build,
+        runtime_version: saved.and_then(|m| {
+            m.devices
+                .iter()
+                .find_map(|d| d.runtime_version.clone())
+        }),
+        model: match &a.model {
+            Some(p) => ModelSource::User(p.clone()),
+            None => ModelSource::Synthetic { mib: a.model_mib },
+        },
+        work_dir,
+        keys: (!a.configs.is_empty()).then(|| a.configs.clone()),
+        ctx: 128,
+        chunks: 8,
+        memory_ctx: a.memory_context,
+        memory_passes: 3,
+        sampler: Some(sampler.as_ref()),
+        sample_every: Duration::from_millis(250),
+        timeout,
+        budget,
+        kernel_log: std::env::var_os("GPUPROBE_DMESG")
+            .map(PathBuf::from)
+            .or_else(|| which::which("dmesg").ok()),
+        signatures: &signatures,
+        verbose: true,
+    };
+    let result = run::run(&plan)?;
+    drop(temp);
+    let json = serde_json::to_string_pretty(&result)? + "\n";
+    if let Some(path) = &a.output {
+        crate::files::write_atomic(path, json.as_bytes(), "--output")?;
+    }
+    if a.json {
+        print(&json)?;
+    } else {
+        print(&result.render())?;
+    }
+    Ok(result.exit_code())
+}

@@ -1,0 +1,170 @@
+//! One run of a llama.cpp program for the inference exercise: an isolated child (own process
+//! group, timeout, killed with its children) through `children::orchestrator`, both output
+//! streams into one capped file, extra environment, and, when asked, the process's memory sampled
+//! while it runs (its PID comes from a file the launching shell writes before `exec`).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use super::memory::{Sample, Sampler};
+use crate::children::orchestrator::{self, Exit};
+
+const MAX_OUTPUT: u64 = 8 << 20;
+
+#[derive(Debug, Clone)]
+pub struct Ran {
+    pub status: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub not_started: Option<String>,
+    pub elapsed_ms: u64,
+    pub output: String,
+    pub samples: Vec<Sample>,
+}
+
+impl Ran {
+    pub fn ok(&self) -> bool {
+        self.exit_code == Some(0)
+    }
+    /// The last non-empty line printed: where a run that hung had got to.
+    pub fn last_line(&self) -> Option<String> {
+        self.output
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| crate::check_build::text::neutralise(&l.chars().take(300).collect::<String>()))
+    }
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+fn temp(kind: &str) -> PathBuf {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!(
+        "gpuprobe-inference-{}-{n}.{kind}",
+        std::process::id()
+    ))
+}
+
+/// Runs `program args` with `env` added, under `timeout`; samples its memory every `every` with
+/// `sampler` when one is given.
+pub fn run(
+    program: &Path,
+    args: &[String],
+    env: &[(String, String)],
+    timeout: Duration,
+    sampler: Option<(&dyn Sampler, Duration)>,
+) -> Ran {
+    let out = temp("out");
+    let pidf = temp("pid");
+    let not_started = |why: String| Ran {
+        status: format!("not started: {why}"),
+        exit_code: None,
+        signal: None,
+        timed_out: false,
+        not_started: Some(why),
+        elapsed_ms: 0,
+        output: String::new(),
+        samples: Vec::new(),
+    };
+    if let Err(e) = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&out)
+    {
+        return not_started(format!("cannot create {}: {e}", out.display()));
+    }
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg("ulimit -f 16384 2>/dev/null; out=$1; pidf=$2; shift 2; echo $$ >\"$pidf\"; exec \"$@\" >\"$out\" 2>&1")
+        .arg("gpuprobe-inference")
+        .arg(&out)
+        .arg(&pidf)
+        .arg(program)
+        .args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let started = Instant::now();
+    let stop = AtomicBool::new(false);
+    let (outcome, samples) = std::thread::scope(|s| {
+        let handle = sampler.map(|(sampler, every)| {
+            let stop = &stop;
+            let pidf = &pidf;
+            s.spawn(move || {
+                let mut samples = Vec::new();
+                let mut pid: Option<u32> = None;
+                while !stop.load(Ordering::Relaxed) {
+                    if pid.is_none() {
+                        pid = std::fs::read_to_string(pidf)
+                            .ok()
+                            .and_then(|t| t.trim().parse().ok());
+                    }
+                    if let Some(p) = pid
+                        && let Some(bytes) = sampler.sample(p)
+                    {
+                        samples.push(Sample {
+                            t_ms: started.elapsed().as_millis() as u64,
+                            bytes,
+                        });
+                    }
+                    std::thread::sleep(every);
+                }
+                samples
+            })
+        });
+        let outcome = orchestrator::run(cmd, timeout);
+        stop.store(true, Ordering::Relaxed);
+        let samples = handle.and_then(|h| h.join().ok()).unwrap_or_default();
+        (outcome, samples)
+    });
+    let elapsed = started.elapsed();
+    let mut output = String::new();
+    if let Ok(f) = std::fs::File::open(&out) {
+        let mut bytes = Vec::new();
+        let _ = f.take(MAX_OUTPUT).read_to_end(&mut bytes);
+        output = String::from_utf8_lossy(&bytes).into_owned();
+    }
+    let _ = std::fs::remove_file(&out);
+    let _ = std::fs::remove_file(&pidf);
+    for l in outcome.garbage.iter().chain(&outcome.stderr_tail) {
+        if !l.trim().is_empty() {
+            output.push_str(l);
+            output.push('\n');
+        }
+    }
+    let secs = timeout.as_secs_f64();
+    let (status, exit_code, signal, timed_out, not) = match &outcome.exit {
+        Exit::Code(c) => (format!("exit {c}"), Some(*c), None, false, None),
+        Exit::AfterDone => ("finished".into(), Some(0), None, false, None),
+        Exit::Signal(s) => (
+            format!("signal {s} ({})", orchestrator::signal_name(*s)),
+            None,
+            Some(*s),
+            false,
+            None,
+        ),
+        Exit::TimedOut => (
+            format!("timed out after {secs:.0} s and was killed"),
+            None,
+            None,
+            true,
+            None,
+        ),
+        Exit::SpawnFailed(e) => (format!("not started: {e}"), None, None, false, Some(e.clone())),
+    };
+    Ran {
+        status,
+        exit_code,
+        signal,
+        timed_out,
+        not_started: not,
+        elapsed_ms: elapsed.as_millis() as u64,
+        output,
+        samples,
+    }
+}

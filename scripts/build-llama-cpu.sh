@@ -3,8 +3,10 @@
 #
 #   scripts/build-llama-cpu.sh SRC OUT
 #       check-build's build: llama-completion (llama-cli needs the server and web UI at this build)
-#       and test-backend-ops (for `check-build --exercise`; it needs LLAMA_BUILD_TESTS=ON). Cached:
-#       does nothing when both exist in OUT/bin. Static (GGML_BACKEND_DL off too, or a value left
+#       and test-backend-ops (for `check-build --exercise`; it needs LLAMA_BUILD_TESTS=ON), and
+#       llama-perplexity, llama-bench, llama-quantize (for `check-build --exercise inference`; they
+#       share libllama and common with llama-completion, so they add only their own sources).
+#       Cached: does nothing when they all exist in OUT/bin. Static (GGML_BACKEND_DL off too, or a value left
 #       in OUT's CMake cache by an earlier configure stops it).
 #
 #   scripts/build-llama-cpu.sh --package SRC OUT [PACKAGE_FLAGS...]
@@ -27,15 +29,16 @@ jobs=$(getconf _NPROCESSORS_ONLN)
 if [ "${1:-}" != --package ]; then
     src=$1
     out=$2
-    if [ -x "$out/bin/llama-completion" ] && [ -x "$out/bin/test-backend-ops" ]; then
-        echo "build-llama-cpu: $out/bin/llama-completion and test-backend-ops exist (cached)"
+    if [ -x "$out/bin/llama-completion" ] && [ -x "$out/bin/test-backend-ops" ] \
+        && [ -x "$out/bin/llama-perplexity" ] && [ -x "$out/bin/llama-bench" ] && [ -x "$out/bin/llama-quantize" ]; then
+        echo "build-llama-cpu: $out/bin/llama-completion, test-backend-ops, llama-perplexity, llama-bench, llama-quantize exist (cached)"
         exit 0
     fi
     cmake -S "$src" -B "$out" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF \
         -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_EXAMPLES=OFF \
         -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=OFF -DGGML_BACKEND_DL=OFF >"$out.configure.log" 2>&1 \
         || { tail -30 "$out.configure.log"; exit 1; }
-    cmake --build "$out" --target llama-completion test-backend-ops -j "$jobs"
+    cmake --build "$out" --target llama-completion test-backend-ops llama-perplexity llama-bench llama-quantize -j "$jobs"
     exit 0
 fi
 

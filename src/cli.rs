@@ -69,6 +69,8 @@ pub enum SchemaDocument {
     CheckBuild,
     /// `check-build --exercise --json` (gpuprobe.exercise/v1).
     Exercise,
+    /// `check-build --exercise inference --json` (gpuprobe.inference/v1).
+    Inference,
 }
 
 pub use crate::report::BackendChoice;
@@ -330,14 +332,29 @@ pub struct CheckBuildArgs {
     pub work_dir: Option<PathBuf>,
     /// With --exercise inference: only these configurations (comma-separated): base, fa, kv-q8_0,
     /// kv-q4_0, graphs-off, moe, moe-ncmoe, split-layer, split-row.
-    #[arg(long, value_name = "LIST", value_delimiter = ',', requires = "exercise")]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        requires = "exercise"
+    )]
     pub configs: Vec<String>,
     /// With --exercise inference: context of the long run whose memory is sampled (0: none).
-    #[arg(long, value_name = "TOKENS", default_value_t = 4096, requires = "exercise")]
+    #[arg(
+        long,
+        value_name = "TOKENS",
+        default_value_t = 4096,
+        requires = "exercise"
+    )]
     pub memory_context: u32,
     /// With --exercise inference: seconds after which no new run starts (the rest are reported
     /// as not run).
-    #[arg(long, value_name = "SECS", default_value_t = 900.0, requires = "exercise")]
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 900.0,
+        requires = "exercise"
+    )]
     pub budget: f64,
     /// With --exercise: the llama.cpp build folder (test-backend-ops is in its bin/).
     #[arg(long, value_name = "DIR", requires = "exercise")]

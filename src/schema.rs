@@ -21,14 +21,17 @@ pub enum Document {
     CheckBuild,
     /// `gpuprobe check-build --exercise --json`.
     Exercise,
+    /// `gpuprobe check-build --exercise inference --json`.
+    Inference,
 }
 
 impl Document {
-    pub const ALL: [Document; 4] = [
+    pub const ALL: [Document; 5] = [
         Document::Report,
         Document::Plan,
         Document::CheckBuild,
         Document::Exercise,
+        Document::Inference,
     ];
 
     /// The value of the document's own `schema` field.
@@ -38,6 +41,7 @@ impl Document {
             Document::Plan => crate::plan::SCHEMA,
             Document::CheckBuild => crate::check_build::SCHEMA,
             Document::Exercise => crate::check_build::exercise::SCHEMA,
+            Document::Inference => crate::inference::SCHEMA,
         }
     }
 
@@ -53,6 +57,7 @@ impl Document {
             Document::Plan => "gpuprobe cmake-flags --format json",
             Document::CheckBuild => "gpuprobe check-build --json",
             Document::Exercise => "gpuprobe check-build --exercise --json",
+            Document::Inference => "gpuprobe check-build --exercise inference --json",
         }
     }
 
@@ -71,6 +76,7 @@ impl Document {
             Document::Plan => generate::<crate::plan::Plan>(self),
             Document::CheckBuild => generate::<crate::check_build::CheckReport>(self),
             Document::Exercise => generate::<crate::check_build::exercise::Exercise>(self),
+            Document::Inference => generate::<crate::inference::Inference>(self),
         }
     }
 

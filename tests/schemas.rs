@@ -75,6 +75,7 @@ fn schema_command_prints_the_committed_file() {
         ("plan", Document::Plan),
         ("check-build", Document::CheckBuild),
         ("exercise", Document::Exercise),
+        ("inference", Document::Inference),
     ] {
         let out = common::gpuprobe().args(["schema", name]).output().unwrap();
         assert!(out.status.success(), "gpuprobe schema {name}");

@@ -132,13 +132,18 @@ pub fn run(a: &CheckBuildArgs, k: &Knowledge, saved: Option<&Report>) -> Result<
     };
     let temp = match &a.work_dir {
         Some(_) => None,
-        None => Some(tempfile::Builder::new().prefix("gpuprobe-inference-").tempdir().map_err(|e| {
-            crate::Error::input(
-                "--work-dir",
-                format!("cannot create a temporary folder: {e}"),
-                "pass --work-dir DIR on a writable disk",
-            )
-        })?),
+        None => Some(
+            tempfile::Builder::new()
+                .prefix("gpuprobe-inference-")
+                .tempdir()
+                .map_err(|e| {
+                    crate::Error::input(
+                        "--work-dir",
+                        format!("cannot create a temporary folder: {e}"),
+                        "pass --work-dir DIR on a writable disk",
+                    )
+                })?,
+        ),
     };
     let work_dir = a
         .work_dir
@@ -152,11 +157,8 @@ pub fn run(a: &CheckBuildArgs, k: &Knowledge, saved: Option<&Report>) -> Result<
         backend: backend.into(),
         vmm,
         llama_build: a.llama_build,
-        runtime_version: saved.and_then(|m| {
-            m.devices
-                .iter()
-                .find_map(|d| d.runtime_version.clone())
-        }),
+        runtime_version: saved
+            .and_then(|m| m.devices.iter().find_map(|d| d.runtime_version.clone())),
         model: match &a.model {
             Some(p) => ModelSource::User(p.clone()),
             None => ModelSource::Synthetic { mib: a.model_mib },

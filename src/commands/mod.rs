@@ -26,6 +26,7 @@ pub fn run(cli: Cli) -> Result<i32> {
                 SchemaDocument::Plan => Document::Plan,
                 SchemaDocument::CheckBuild => Document::CheckBuild,
                 SchemaDocument::Exercise => Document::Exercise,
+                SchemaDocument::Inference => Document::Inference,
             };
             print(&doc.schema_text())?;
             Ok(0)

@@ -144,7 +144,10 @@ mod tests {
         while x < 8.0 {
             let back = f16_value(f16_bits(x));
             let ulp = 2f32.powi(x.abs().max(6.2e-5).log2().floor() as i32 - 10);
-            assert!((back - x).abs() <= ulp / 2.0 + f32::EPSILON, "{x} -> {back}");
+            assert!(
+                (back - x).abs() <= ulp / 2.0 + f32::EPSILON,
+                "{x} -> {back}"
+            );
             x += 0.001_37;
         }
     }

@@ -230,14 +230,20 @@ mod tests {
         let mut w = Writer::new();
         w.kv("general.architecture", Value::Str("llama".into()))
             .kv("llama.block_count", Value::U32(2))
-            .kv("tokenizer.ggml.tokens", Value::ArrStr(vec!["a".into(), "bc".into()]))
+            .kv(
+                "tokenizer.ggml.tokens",
+                Value::ArrStr(vec!["a".into(), "bc".into()]),
+            )
             .kv("tokenizer.ggml.scores", Value::ArrF32(vec![0.5, -1.0]))
             .kv("flag", Value::Bool(true));
         w.tensor(Tensor {
             name: "a".into(),
             dims: vec![3, 5],
             ty: TensorType::F16,
-            fill: Fill::Uniform { seed: 1, scale: 1.0 },
+            fill: Fill::Uniform {
+                seed: 1,
+                scale: 1.0,
+            },
         })
         .tensor(Tensor {
             name: "b".into(),
@@ -276,7 +282,11 @@ mod tests {
     fn truncated_and_foreign_files_are_refused() {
         let dir = tempfile::tempdir().expect("temp dir");
         let p = dir.path().join("x.gguf");
-        std::fs::write(&p, b"GGUF\x03\0\0\0\xff\xff\xff\xff\xff\xff\xff\x7f\0\0\0\0\0\0\0\0").expect("w");
+        std::fs::write(
+            &p,
+            b"GGUF\x03\0\0\0\xff\xff\xff\xff\xff\xff\xff\x7f\0\0\0\0\0\0\0\0",
+        )
+        .expect("w");
         let e = read_header(&p).expect_err("lying count").to_string();
         assert!(e.contains("not a usable GGUF model"), "{e}");
         std::fs::write(&p, b"PK\x03\x04").expect("w");
@@ -293,7 +303,10 @@ mod tests {
             let p = dir.path().join("m.gguf");
             crate::inference::model::write(&shape, &p).expect("written");
             let h = read_header(&p).expect("read");
-            assert_eq!(h.get_u32("llama.embedding_length"), Some(shape.n_embd as u32));
+            assert_eq!(
+                h.get_u32("llama.embedding_length"),
+                Some(shape.n_embd as u32)
+            );
             let n_tensors = 3 + shape.n_layer as usize * if shape.is_moe() { 10 } else { 9 };
             assert_eq!(h.tensors.len(), n_tensors);
             let len = std::fs::metadata(&p).expect("meta").len();

@@ -12,9 +12,16 @@ use crate::error::{Error, Result};
 pub enum Fill {
     Const(f32),
     /// Uniform in [-scale, scale] from a seeded generator: the same seed, the same bytes.
-    Uniform { seed: u64, scale: f32 },
+    Uniform {
+        seed: u64,
+        scale: f32,
+    },
     /// `center` plus uniform noise in [-scale, scale].
-    Around { seed: u64, center: f32, scale: f32 },
+    Around {
+        seed: u64,
+        center: f32,
+        scale: f32,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]

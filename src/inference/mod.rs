@@ -220,7 +220,13 @@ impl Inference {
                     .points
                     .iter()
                     .step_by(step)
-                    .map(|p| format!("{:.1}s:{:.0}", p.t_ms as f64 / 1000.0, p.bytes as f64 / 1048576.0))
+                    .map(|p| {
+                        format!(
+                            "{:.1}s:{:.0}",
+                            p.t_ms as f64 / 1000.0,
+                            p.bytes as f64 / 1048576.0
+                        )
+                    })
                     .collect();
                 s.push_str(&format!("  curve (s:MiB): {}\n", pts.join(" ")));
             }
@@ -228,10 +234,7 @@ impl Inference {
         for f in &self.findings {
             s.push_str(&format!("finding: {f}\n"));
         }
-        s.push_str(&format!(
-            "total {:.1} s\n",
-            self.elapsed_ms as f64 / 1000.0
-        ));
+        s.push_str(&format!("total {:.1} s\n", self.elapsed_ms as f64 / 1000.0));
         s
     }
 }

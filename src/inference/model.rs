@@ -129,7 +129,13 @@ pub fn vocabulary() -> (Vec<String>, Vec<f32>, Vec<i32>) {
     let scores = tokens
         .iter()
         .zip(&types)
-        .map(|(t, ty)| if *ty == 1 { t.chars().count() as f32 } else { 0.0 })
+        .map(|(t, ty)| {
+            if *ty == 1 {
+                t.chars().count() as f32
+            } else {
+                0.0
+            }
+        })
         .collect();
     (tokens, scores, types)
 }
@@ -170,7 +176,10 @@ pub fn writer(shape: &Shape) -> Writer {
         .kv("llama.embedding_length", Value::U32(e as u32))
         .kv("llama.block_count", Value::U32(shape.n_layer as u32))
         .kv("llama.feed_forward_length", Value::U32(shape.n_ff as u32))
-        .kv("llama.attention.head_count", Value::U32(shape.n_head as u32))
+        .kv(
+            "llama.attention.head_count",
+            Value::U32(shape.n_head as u32),
+        )
         .kv(
             "llama.attention.head_count_kv",
             Value::U32(shape.n_head_kv as u32),
@@ -277,12 +286,7 @@ pub fn writer(shape: &Shape) -> Writer {
             t(b("ffn_up"), vec![e, ff], f16, uniform(next(), unit(e)));
         }
     }
-    t(
-        "output_norm.weight".into(),
-        vec![e],
-        f32,
-        Fill::Const(1.0),
-    );
+    t("output_norm.weight".into(), vec![e], f32, Fill::Const(1.0));
     t(
         "output.weight".into(),
         vec![e, n_vocab],

@@ -155,7 +155,13 @@ pub fn run(
             true,
             None,
         ),
-        Exit::SpawnFailed(e) => (format!("not started: {e}"), None, None, false, Some(e.clone())),
+        Exit::SpawnFailed(e) => (
+            format!("not started: {e}"),
+            None,
+            None,
+            false,
+            Some(e.clone()),
+        ),
     };
     Ran {
         status,

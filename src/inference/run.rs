@@ -113,10 +113,14 @@ pub struct Plan<'a> {
 /// Environment that hides every GPU from a CPU reference run (with `-dev none` as well: a
 /// `-ngl 0` run still offloads large operations to a GPU it sees).
 pub fn hide_gpus() -> Vec<(String, String)> {
-    ["CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"]
-        .iter()
-        .map(|k| (k.to_string(), "-1".to_string()))
-        .collect()
+    [
+        "CUDA_VISIBLE_DEVICES",
+        "HIP_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+    ]
+    .iter()
+    .map(|k| (k.to_string(), "-1".to_string()))
+    .collect()
 }
 
 fn cpu_args() -> Vec<String> {
@@ -180,7 +184,12 @@ impl Runner<'_> {
     }
 }
 
-fn result(name: String, devices: Vec<String>, args: &[String], env: &[(String, String)]) -> RunResult {
+fn result(
+    name: String,
+    devices: Vec<String>,
+    args: &[String],
+    env: &[(String, String)],
+) -> RunResult {
     RunResult {
         name,
         devices,
@@ -239,7 +248,8 @@ fn ended(r: &mut RunResult, ran: &Ran, faults: std::result::Result<Vec<String>, 
         }
         Err(e) => {
             if r.outcome.is_failure() {
-                r.reason.push_str(&format!("; kernel log not readable ({e})"));
+                r.reason
+                    .push_str(&format!("; kernel log not readable ({e})"));
             }
         }
     }
@@ -274,7 +284,9 @@ pub fn run(plan: &Plan<'_>) -> Result<Inference> {
                     Model::Dense => Shape::dense(*mib),
                     Model::Moe => Shape::moe(*mib),
                 };
-                let path = plan.work_dir.join(format!("synthetic-{}.gguf", kind.as_str()));
+                let path = plan
+                    .work_dir
+                    .join(format!("synthetic-{}.gguf", kind.as_str()));
                 runner.say(&format!("writing the synthetic {} model...", kind.as_str()));
                 let w = model::writer(&shape);
                 w.write(&path)?;
@@ -299,7 +311,9 @@ pub fn run(plan: &Plan<'_>) -> Result<Inference> {
                 kind: "user".into(),
                 source: p.display().to_string(),
                 bytes: std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
-                n_embd: h.get_u32(&format!("{arch}.embedding_length")).map(u64::from),
+                n_embd: h
+                    .get_u32(&format!("{arch}.embedding_length"))
+                    .map(u64::from),
                 n_layer: h.get_u32(&format!("{arch}.block_count")).map(u64::from),
                 n_expert: Some(u64::from(experts)),
                 n_vocab: None,
@@ -436,7 +450,15 @@ pub fn run(plan: &Plan<'_>) -> Result<Inference> {
 
     let mut results = Vec::new();
     for c in &wanted {
-        results.push(run_config(&runner, c, &models, &ref_files, &help, &thresholds, &common));
+        results.push(run_config(
+            &runner,
+            c,
+            &models,
+            &ref_files,
+            &help,
+            &thresholds,
+            &common,
+        ));
     }
 
     let memory = if plan.memory_ctx > 0 {
@@ -528,7 +550,12 @@ fn run_config(
     }
     args.extend(c.args.iter().cloned());
     args.extend(c.reference.args());
-    let mut res = result(c.name.clone(), c.devices.clone(), args.get(2..).unwrap_or(&[]), &c.env);
+    let mut res = result(
+        c.name.clone(),
+        c.devices.clone(),
+        args.get(2..).unwrap_or(&[]),
+        &c.env,
+    );
     res.reference = Some(c.reference.name());
     res.avoid = Some(c.avoid.clone());
     let missing = configs::missing(&c.needs, help);
@@ -602,7 +629,11 @@ fn run_memory(
     }
     let mut args = common(m);
     // The long context replaces the short one.
-    for (flag, value) in [("-c", ctx.to_string()), ("-b", "2048".to_string()), ("--chunks", passes.to_string())] {
+    for (flag, value) in [
+        ("-c", ctx.to_string()),
+        ("-b", "2048".to_string()),
+        ("--chunks", passes.to_string()),
+    ] {
         if let Some(i) = args.iter().position(|a| a == flag) {
             args[i + 1] = value;
         }

@@ -98,8 +98,9 @@ pub fn run(a: &QuirksArgs) -> Result<i32> {
                     t.wave_size,
                     if t.apu { "apu " } else { "" },
                     t.generation.as_deref().unwrap_or(""),
-                    match (&t.toolkit.min, &t.toolkit.max) {
-                        (None, None) => format!("any {}", t.toolkit_name()),
+                    match (&t.unsupported, &t.toolkit.min, &t.toolkit.max) {
+                        (Some(_), _, _) => format!("no {} release supports it", t.toolkit_name()),
+                        (None, None, None) => format!("any {}", t.toolkit_name()),
                         _ => format!("{} {}", t.toolkit_name(), t.toolkit.describe()),
                     },
                     t.products.as_deref().unwrap_or("")

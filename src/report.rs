@@ -686,6 +686,32 @@ pub struct Smoke {
     /// What the growth plan looked like and how far it got (probes/smoke-plan.toml).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub growth: Option<SmokeGrowth>,
+    /// Who else used the GPU during the test, and what the driver charged to the probe itself
+    /// (absent where the driver offers no per-process accounting, and in older reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sharing: Option<GpuSharing>,
+    /// What the measurement met that did not change its outcome (free VRAM moved by other
+    /// processes, a plan scaled down to the free VRAM).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// The GPU as others used it during the smoke test, from the driver's per-process accounting.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct GpuSharing {
+    /// Where the numbers come from: `nvml` (NVIDIA) or `kfd` (AMD, /sys/class/kfd).
+    pub source: String,
+    /// True when other compute processes were seen on the GPU: the measurement ran beside them.
+    pub shared: bool,
+    /// Their process ids, as the driver names them (another PID namespace's, in a container).
+    #[serde(default)]
+    pub other_pids: Vec<u32>,
+    /// False where the driver's list did not name this probe (another PID namespace): one of
+    /// `other_pids` may then be the probe itself.
+    pub own_listed: bool,
+    /// VRAM the driver charged to the probe before the first cycle and after the last.
+    pub own_vram_before: Option<u64>,
+    pub own_vram_after: Option<u64>,
 }
 
 /// The smoke test's pool growth: the plan that ran, where it failed, what it covered.
@@ -737,6 +763,8 @@ impl Smoke {
             elapsed_ms: None,
             stderr_tail: Vec::new(),
             growth: None,
+            sharing: None,
+            notes: Vec::new(),
         }
     }
 

@@ -229,14 +229,36 @@ pub enum NotRun {
     NotRun,
 }
 
-/// The child's verdict; the parent, not the child, decides `partial` (and an outcome it does
-/// not know is bad output).
+/// The child's verdict (an outcome the parent does not know is bad output). The child says
+/// `partial` only when free VRAM cut the test short (with `reason`); the parent still applies
+/// its own `min_cycles` to a `pass`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     Pass,
     Fail,
     NotRun,
+    Partial,
+}
+
+/// Per-process VRAM accounting of the driver during the smoke test (NVML on NVIDIA, KFD's sysfs
+/// on AMD): what this process held, and who else held memory on the GPU.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Accounting {
+    /// `nvml` or `kfd`.
+    #[serde(default, deserialize_with = "lenient")]
+    pub source: Option<String>,
+    /// VRAM charged to this process before the first cycle and after the last.
+    #[serde(default, deserialize_with = "lenient")]
+    pub own_before: Option<u64>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub own_after: Option<u64>,
+    /// False where the driver's list did not name this process (another PID namespace).
+    #[serde(default, deserialize_with = "lenient")]
+    pub own_listed: Option<bool>,
+    /// Other processes with a context or memory on the GPU at any sample.
+    #[serde(default, deserialize_with = "lenient")]
+    pub other_pids: Option<Vec<u32>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -311,6 +333,15 @@ pub struct SmokeResult {
     pub elapsed_ms: Option<f64>,
     #[serde(default, deserialize_with = "lenient")]
     pub long_phase_ms: Option<f64>,
+    /// Pools the test ran where free VRAM did not hold them all.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub pools_run: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub accounting: Option<Accounting>,
+    /// What the measurement met that does not change the verdict (other processes moving free
+    /// VRAM, a scaled-down plan).
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "lenient_vec")]
+    pub notes: Vec<String>,
 }
 
 /// `peer`: one pair of devices, `from` < `to`.
@@ -465,6 +496,17 @@ impl Received {
 /// another type, a number out of range) reads as absent.
 fn lenient<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<Option<T>, D::Error> {
     Ok(T::deserialize(Value::deserialize(d)?).ok())
+}
+
+/// A list of strings: anything else in its place is an empty list, other items are dropped.
+fn lenient_vec<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::Array(items) => items
+            .into_iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    })
 }
 
 /// A field that, when present, must be what it says.

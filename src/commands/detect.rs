@@ -264,6 +264,24 @@ fn device_rows(d: &crate::report::Device, o: &mut String) {
     if let Some(reason) = &d.smoke.reason {
         o.push_str(&format!("    smoke: {}\n", inline(reason)));
     }
+    if let Some(sh) = d.smoke.sharing.as_ref().filter(|s| s.shared) {
+        let pids: Vec<String> = sh.other_pids.iter().map(u32::to_string).collect();
+        let n = sh.other_pids.len();
+        o.push_str(&format!(
+            "    shared GPU: {n} other compute process{} seen during the smoke test ({}: pid {}){}; weigh the measurement accordingly\n",
+            if n == 1 { "" } else { "es" },
+            inline(&sh.source),
+            pids.join(", "),
+            if sh.own_listed {
+                ""
+            } else {
+                "; the driver did not list this probe, so one of them may be the probe itself"
+            }
+        ));
+    }
+    for n in &d.smoke.notes {
+        o.push_str(&format!("    note: {}\n", inline(n)));
+    }
     for l in &d.smoke.stderr_tail {
         o.push_str(&format!("    | {}\n", inline(l)));
     }

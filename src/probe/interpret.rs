@@ -3,9 +3,10 @@
 use std::time::Duration;
 
 use crate::children::orchestrator::{Exit, Outcome, signal_name};
-use crate::children::protocol::{DeviceEvent, SmokeResult, Verdict};
+use crate::children::protocol::{Accounting, DeviceEvent, SmokeResult, Verdict};
 use crate::report::{
-    ApiError, Backend, BadCheck, Device, DeviceSource, Smoke, SmokeGrowth, SmokeOutcome, SmokeStage,
+    ApiError, Backend, BadCheck, Device, DeviceSource, GpuSharing, Smoke, SmokeGrowth, SmokeOutcome,
+    SmokeStage,
 };
 
 /// A device from a `device` event; `None` if the event lacks the essentials.
@@ -142,6 +143,7 @@ fn from_event(ev: &SmokeResult) -> Smoke {
         Some(Verdict::Pass) => SmokeOutcome::Pass,
         Some(Verdict::Fail) => SmokeOutcome::Fail,
         Some(Verdict::NotRun) => SmokeOutcome::NotRun,
+        Some(Verdict::Partial) => SmokeOutcome::Partial,
         None => SmokeOutcome::BadOutput,
     };
     let mut s = Smoke::with_outcome(outcome, "");
@@ -181,11 +183,32 @@ fn from_event(ev: &SmokeResult) -> Smoke {
     let min_cycles = crate::probe::smoke_plan::bundled()
         .map(|p| p.min_cycles)
         .unwrap_or(u32::MAX);
+    s.sharing = ev.accounting.as_ref().and_then(sharing);
+    s.notes = ev.notes.iter().take(MAX_NOTES).map(|n| bounded(n)).collect();
+    // Fewer pools than the parent's plan is a scaled-down test, whatever the child called it.
+    let plan_pools = crate::probe::smoke_plan::bundled().map_or(0, |p| p.pools);
+    let scaled = ev.pools_run.filter(|k| *k < plan_pools);
+    if outcome == SmokeOutcome::Pass && scaled.is_some() {
+        s.outcome = SmokeOutcome::Partial;
+    }
     if outcome == SmokeOutcome::Pass && s.cycles_done.unwrap_or(0) < min_cycles {
         s.outcome = SmokeOutcome::Partial;
     }
     s.reason = Some(match s.outcome {
         SmokeOutcome::Pass => pass_reason(&s),
+        // The child cut the test short for lack of free VRAM: its reason says how.
+        SmokeOutcome::Partial if outcome == SmokeOutcome::Partial || scaled.is_some() => {
+            let why = ev.reason.as_deref().map_or_else(
+                || {
+                    format!(
+                        "only {} of the plan's {plan_pools} pools fitted in the free VRAM",
+                        scaled.unwrap_or(0)
+                    )
+                },
+                bounded,
+            );
+            format!("{}; {why}: lifts no deny", pass_reason(&s))
+        }
         SmokeOutcome::Partial => format!(
             "{}; only {} of the {min_cycles} cycles a result needs to lift a deny (run with the default --cycles)",
             pass_reason(&s),
@@ -195,6 +218,31 @@ fn from_event(ev: &SmokeResult) -> Smoke {
         _ => fail_reason(&s),
     });
     s
+}
+
+/// Notes kept from a child, and the length of each: the child is not trusted to be brief.
+const MAX_NOTES: usize = 16;
+const MAX_NOTE_CHARS: usize = 400;
+
+fn bounded(text: &str) -> String {
+    text.chars().take(MAX_NOTE_CHARS).collect()
+}
+
+/// The report's view of the child's accounting: `shared` when anyone else was seen.
+fn sharing(a: &Accounting) -> Option<GpuSharing> {
+    let source = a.source.as_deref().map(bounded)?;
+    let mut other_pids = a.other_pids.clone().unwrap_or_default();
+    other_pids.sort_unstable();
+    other_pids.dedup();
+    other_pids.truncate(256);
+    Some(GpuSharing {
+        source,
+        shared: !other_pids.is_empty(),
+        other_pids,
+        own_listed: a.own_listed.unwrap_or(false),
+        own_vram_before: a.own_before,
+        own_vram_after: a.own_after,
+    })
 }
 
 fn pass_reason(s: &Smoke) -> String {

@@ -23,6 +23,7 @@ pub struct Plan {
     pub version: u32,
     pub min_cycles: u32,
     pub pools: u32,
+    pub fit_percent: u64,
     pub reserve_bytes: u64,
     pub request_alignment: u64,
     pub min_growth_kib: u64,
@@ -77,6 +78,9 @@ impl Plan {
         }
         if self.min_cycles == 0 || self.request_alignment == 0 || self.min_growth_kib == 0 {
             return bad("min_cycles, request_alignment and min_growth_kib must be > 0".into());
+        }
+        if self.fit_percent == 0 || self.fit_percent > 100 {
+            return bad("fit_percent must be 1..=100".into());
         }
         if self.long.free_divisor == 0 || self.long.target_bytes == 0 {
             return bad("long.free_divisor and long.target_bytes must be > 0".into());
@@ -134,6 +138,27 @@ impl Plan {
         }
     }
 
+    /// What runs on a device with `free_bytes` free: the whole schedule where all its pools fit
+    /// in `fit_percent` of free VRAM, else the first pools that do (pools are independent, so
+    /// that is the same schedule without the growths of the pools left out). `None` where not
+    /// even pool 0 fits.
+    pub fn fit(&self, granularity: u64, free_bytes: u64) -> Option<Fit> {
+        let full = self.schedule(granularity, free_bytes);
+        let budget = (u128::from(free_bytes) * u128::from(self.fit_percent) / 100) as u64;
+        let full_need = full.need_bytes(self.pools);
+        (1..=self.pools).rev().find_map(|k| {
+            let s = full.only_pools(k);
+            let need = s.need_bytes(self.pools);
+            (need <= budget).then_some(Fit {
+                schedule: s,
+                pools: k,
+                need_bytes: need,
+                full_need_bytes: full_need,
+                budget_bytes: budget,
+            })
+        })
+    }
+
     fn run_op(
         &self,
         pools: &mut [Pool],
@@ -165,6 +190,20 @@ impl Plan {
         p.free_all();
         out
     }
+}
+
+/// The part of the plan that fits the device's free memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fit {
+    pub schedule: Schedule,
+    /// Pools that run (`pools` of the plan where everything fits).
+    pub pools: u32,
+    /// VRAM the pools that run map at their largest.
+    pub need_bytes: u64,
+    /// What the whole plan would have mapped.
+    pub full_need_bytes: u64,
+    /// `fit_percent` of free VRAM.
+    pub budget_bytes: u64,
 }
 
 /// One pool as llama.cpp keeps it: mapped size and the bytes in use (a stack).
@@ -228,6 +267,21 @@ impl Schedule {
         s
     }
 
+    /// VRAM mapped at once at the largest: every pool at its final size (pools live together).
+    pub fn need_bytes(&self, pools: u32) -> u64 {
+        self.pool_sizes(pools, true).iter().sum()
+    }
+
+    /// The same schedule for pools `0..k` only.
+    pub fn only_pools(&self, k: u32) -> Schedule {
+        let keep = |v: &[Growth]| v.iter().filter(|g| g.pool < k).copied().collect();
+        Schedule {
+            cycle: keep(&self.cycle),
+            long: keep(&self.long),
+            long_target: self.long_target,
+        }
+    }
+
     /// The `plan` event of `--plan` mode, as the probe program prints it too.
     pub fn event(&self, plan: &Plan) -> PlanSchedule {
         let g = |phase: Phase, v: &[Growth]| -> Vec<PlanGrowth> {
@@ -276,6 +330,10 @@ pub fn cpp_block(plan: &Plan) -> String {
     line(
         &mut o,
         format!("const uint32_t kPlanPools = {};", plan.pools),
+    );
+    line(
+        &mut o,
+        format!("const uint64_t kPlanFitPercent = {}ull;", plan.fit_percent),
     );
     line(
         &mut o,
@@ -475,6 +533,27 @@ mod tests {
         assert_eq!(s.long_target, 0);
         assert!(!s.cycle.is_empty());
         assert!(s.long.is_empty(), "nothing to grow past: {s:?}");
+    }
+
+    #[test]
+    fn less_free_vram_than_the_plan_needs_runs_the_pools_that_fit() {
+        let plan = plan();
+        // The default fake device (128 MiB free) and a big GPU run everything.
+        for free in [128 * MIB, 140 * GIB] {
+            let f = plan.fit(2 * MIB, free).expect("fits");
+            assert_eq!(f.pools, plan.pools);
+            assert_eq!(f.schedule, plan.schedule(2 * MIB, free));
+        }
+        // 40 MiB free (another job holds the rest): pool 0 with its long phase only.
+        let f = plan.fit(2 * MIB, 40 * MIB).expect("pool 0 fits");
+        assert_eq!(f.pools, 1, "{f:?}");
+        assert!(f.need_bytes <= 30 * MIB && f.full_need_bytes > 30 * MIB, "{f:?}");
+        assert!(f.schedule.cycle.iter().all(|g| g.pool == 0));
+        // 60 MiB: two pools.
+        assert_eq!(plan.fit(2 * MIB, 60 * MIB).map(|f| f.pools), Some(2));
+        // Not even pool 0's 18 MiB fits in three quarters of 20 MiB.
+        assert_eq!(plan.fit(2 * MIB, 20 * MIB), None);
+        assert_eq!(plan.fit(2 * MIB, 0), None);
     }
 
     #[test]

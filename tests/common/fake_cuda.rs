@@ -111,6 +111,7 @@ const SCRUBBED: &[&str] = &[
     "FAKE_CUDA_INIT_MS",
     "FAKE_CUDA_CRASH_DEVICE",
     "GPUPROBE_ISOLATE",
+    "GPUPROBE_LIBNVML",
 ];
 
 /// Free VRAM the fake reports unless a test says otherwise: small, so the smoke test's long
@@ -181,7 +182,10 @@ impl FakeMachine {
         for v in SCRUBBED {
             cmd.env_remove(v);
         }
+        // The fake answers NVML's process list too: the real one, where there is one, knows
+        // nothing of the fake's devices.
         cmd.env("GPUPROBE_LIBCUDA", &self.lib)
+            .env("GPUPROBE_LIBNVML", &self.lib)
             .env("FAKE_CUDA_SCENARIO", &self.scenario)
             .env("GPUPROBE_SYSFS_ROOT", self.root.path())
             .env("FAKE_CUDA_FREE_MIB", FREE_MIB.to_string())

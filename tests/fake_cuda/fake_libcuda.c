@@ -44,6 +44,21 @@
  *   crash_map            cuMemMap of memory on device FAKE_CUDA_CRASH_DEVICE (default 0)
  *                        dereferences a bad pointer (SIGSEGV): one faulty GPU, in whatever
  *                        process probes it.
+ *   neighbours           another process (pid NEIGHBOUR_PID) shares every GPU: it holds nothing
+ *                        until the probe's first cuMemCreate, then takes and gives back memory
+ *                        on every cuMemCreate, alternating NEIGHBOUR_HIGH and NEIGHBOUR_LOW, so
+ *                        free VRAM (cuMemGetInfo) moves both ways by more than the probe's own
+ *                        footprint and ends lower than it began (issue #28).
+ *   leak                 cuMemRelease of the last reference keeps the memory charged to the
+ *                        process (free VRAM and the NVML accounting both keep it): a real leak.
+ *
+ * Memory is finite: cuMemCreate fails with CUDA_ERROR_OUT_OF_MEMORY where the process's
+ * allocations and the neighbour's would exceed the free VRAM.
+ *
+ * The same library answers a few NVML calls (tests point GPUPROBE_LIBNVML at it): nvmlInit_v2,
+ * nvmlShutdown, nvmlDeviceGetHandleByPciBusId_v2 and nvmlDeviceGetComputeRunningProcesses_v3,
+ * which lists this process (with a context: what it allocated plus FAKE_CONTEXT_BYTES) and, in
+ * the neighbours scenario, the neighbour with what it holds.
  *
  * Threads: gpuprobe's shared CUDA child probes every device from its own thread. As in CUDA, the
  * current context belongs to the thread, sticky errors belong to the context, and free memory
@@ -154,6 +169,10 @@ enum {
 #define MAX_RESERVATIONS 64
 #define MAX_REGIONS 1024
 #define MAX_ALLOCS 1024
+#define NEIGHBOUR_PID 4000001u
+#define NEIGHBOUR_HIGH (900 * MIB)
+#define NEIGHBOUR_LOW (100 * MIB)
+#define FAKE_CONTEXT_BYTES (300 * MIB)
 
 /* ---- scenario ---------------------------------------------------------------------------- */
 
@@ -219,6 +238,29 @@ static struct fake_function fn_busy = {3};
 /* Bytes allocated per device (cuMemCreate, cuMemAlloc): cuMemGetInfo takes them off the free
  * memory of the current context's device. */
 static unsigned long long allocated_bytes[MAX_DEVICES];
+/* leak: released memory that stays charged to the process. */
+static unsigned long long leaked_bytes[MAX_DEVICES];
+/* neighbours: cuMemCreate calls so far (what the neighbour holds follows them). */
+static unsigned long creates_done;
+
+static long env_long(const char *name, long fallback);
+
+static unsigned long long neighbour_bytes(void) {
+    if (!is("neighbours") || creates_done == 0) return 0;
+    return creates_done % 2 ? NEIGHBOUR_HIGH : NEIGHBOUR_LOW;
+}
+
+static unsigned long long free_base(void) {
+    long mib = env_long("FAKE_CUDA_FREE_MIB", -1);
+    return mib >= 0 ? (unsigned long long)mib * MIB : FREE_MEM;
+}
+
+/* Free VRAM of device d: what neither this process nor the neighbour holds. */
+static unsigned long long free_of(int d) {
+    unsigned long long taken = allocated_bytes[d] + leaked_bytes[d] + neighbour_bytes();
+    unsigned long long base = free_base();
+    return base > taken ? base - taken : 0;
+}
 
 struct reservation {
     CUdeviceptr base;
@@ -342,6 +384,7 @@ static void drop_alloc(int idx) {
     if (--a->refs == 0) {
         put_cached(a->host, a->size);
         allocated_bytes[a->device] -= a->size;
+        if (is("leak")) leaked_bytes[a->device] += a->size;
         memset(a, 0, sizeof *a);
     }
 }
@@ -872,11 +915,7 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
     CUresult r = need_ctx();
     if (r) return r;
     if (!free_bytes || !total) return CUDA_ERROR_INVALID_VALUE;
-    unsigned long long base = FREE_MEM;
-    long mib = env_long("FAKE_CUDA_FREE_MIB", -1);
-    if (mib >= 0) base = (unsigned long long)mib * MIB;
-    unsigned long long used = allocated_bytes[current->device];
-    *free_bytes = base > used ? base - used : 0;
+    *free_bytes = free_of(current->device);
     *total = TOTAL_MEM;
     return CUDA_SUCCESS;
 }
@@ -1043,6 +1082,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
     r = check_prop(prop);
     if (r) return r;
     if (!handle || size == 0 || size % GRANULARITY || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    creates_done++;
+    if (size > free_of(prop->location.u.id)) return CUDA_ERROR_OUT_OF_MEMORY;
     for (int i = 0; i < MAX_ALLOCS; i++) {
         struct allocation *a = &allocations[i];
         if (!a->used) {
@@ -1195,4 +1236,62 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
         va = g->va + g->size;
     }
     return CUDA_SUCCESS;
+}
+
+/* ---- NVML (a few calls, for the per-process accounting) ----------------------------------- */
+
+typedef int nvmlReturn_t;
+struct nvml_process_info {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+};
+#define NVML_SUCCESS 0
+#define NVML_ERROR_INVALID_ARGUMENT 2
+#define NVML_ERROR_NOT_FOUND 6
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
+
+EXPORT nvmlReturn_t nvmlInit_v2(void) {
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlShutdown(void) {
+    return NVML_SUCCESS;
+}
+
+/* The handle is the device index + 1; bus ids as cuDeviceGetPCIBusId writes them. */
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *bus, void **device) {
+    if (!bus || !device) return NVML_ERROR_INVALID_ARGUMENT;
+    for (int d = 0; d < device_count(); d++) {
+        char want[32];
+        snprintf(want, sizeof want, "00000000:%02X:00.0", 0x19 + d);
+        if (strcmp(bus, want) == 0) {
+            *device = (void *)(intptr_t)(d + 1);
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(void *device, unsigned int *count, struct nvml_process_info *infos) {
+    API_LOCK();
+    intptr_t d = (intptr_t)device - 1;
+    if (d < 0 || d >= device_count() || !count) return NVML_ERROR_INVALID_ARGUMENT;
+    struct nvml_process_info list[2];
+    unsigned int n = 0;
+    if (contexts[d].refs > 0) {
+        struct nvml_process_info own = {(unsigned int)getpid(), FAKE_CONTEXT_BYTES + allocated_bytes[d] + leaked_bytes[d], 0, 0};
+        list[n++] = own;
+    }
+    if (is("neighbours")) {
+        struct nvml_process_info other = {NEIGHBOUR_PID, FAKE_CONTEXT_BYTES + neighbour_bytes(), 0, 0};
+        list[n++] = other;
+    }
+    unsigned int room = *count;
+    *count = n;
+    if (room < n) return NVML_ERROR_INSUFFICIENT_SIZE;
+    if (n && !infos) return NVML_ERROR_INVALID_ARGUMENT;
+    if (n) memcpy(infos, list, n * sizeof list[0]);
+    return NVML_SUCCESS;
 }

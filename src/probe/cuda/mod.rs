@@ -2,7 +2,7 @@
 //! bindgen over the real `cuda.h`. Only the child process (`gpuprobe __child cuda`) loads it.
 
 // The FFI layer: the only modules of the child that may use `unsafe` (every block has its
-// SAFETY comment); child, peer, shared and smoke are safe code over them.
+// SAFETY comment, nvml.rs too); child, peer, shared and smoke are safe code over them.
 #[allow(unsafe_code)]
 mod calls;
 pub mod child;
@@ -10,6 +10,8 @@ pub mod child;
 mod driver;
 #[allow(unsafe_code)]
 mod gpu;
+#[allow(unsafe_code)]
+mod nvml;
 mod peer;
 mod shared;
 pub mod smoke;

@@ -152,7 +152,7 @@ cp "$work/workload.log" "$outdir/workload.log" 2>/dev/null || true
 cp "$work/gpu.txt" "$outdir/gpu.txt"
 
 # Collect: one JSON line per detect, a summary and the table.
-WORK=$work OUT=$outdir WORKLOAD=$workload python3 - <<'EOF'
+WORK=$work OUT=$outdir WORKLOAD=$workload ROUNDS=$rounds JOBS=$jobs python3 - <<'EOF'
 import glob, json, os, re
 work, out = os.environ["WORK"], os.environ["OUT"]
 rows, counts = [], {}
@@ -193,7 +193,7 @@ names = ["pass", "partial", "fail", "hang", "crash", "bad-output", "not-run"]
 lines = ["| phase | detects | " + " | ".join(names) + " | shared GPU seen | with notes |",
          "|---|---|" + "---|" * len(names) + "---|---|"]
 for phase, c in counts.items():
-    label = {"concurrent": "8 concurrent detects x 5 rounds", "beside": "beside " + os.environ["WORKLOAD"]}.get(phase, phase)
+    label = {"concurrent": f"{os.environ['JOBS']} concurrent detects x {os.environ['ROUNDS']} rounds", "beside": "beside " + os.environ["WORKLOAD"]}.get(phase, phase)
     lines.append(f"| {label} | {c['detects']} | " + " | ".join(str(c["outcomes"].get(n, 0)) for n in names)
                  + f" | {c['shared']} | {c['with_notes']} |")
 table = "\n".join(lines)

@@ -48,13 +48,15 @@ fn concurrent_detects_on_a_real_gpu_have_no_smoke_failures() {
     }
     for dir in dirs {
         let path = dir.join("reports.jsonl");
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let mut phases: BTreeMap<String, Phase> = BTreeMap::new();
         for (i, line) in text.lines().enumerate() {
             let at = format!("{}:{}", path.display(), i + 1);
             let row: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{at}: {e}"));
-            let phase = row["phase"].as_str().unwrap_or_else(|| panic!("{at}: no phase"));
+            let phase = row["phase"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{at}: no phase"));
             assert_eq!(row["exit"], 0, "{at}: detect exited {}", row["exit"]);
             let report: Report = serde_json::from_value(row["report"].clone())
                 .unwrap_or_else(|e| panic!("{at}: not a gpuprobe report: {e}"));
@@ -85,12 +87,30 @@ fn concurrent_detects_on_a_real_gpu_have_no_smoke_failures() {
         let concurrent = phases
             .get("concurrent")
             .unwrap_or_else(|| panic!("{}: no concurrent phase", path.display()));
-        assert!(concurrent.detects >= 40, "{}: {} concurrent detects", path.display(), concurrent.detects);
+        assert!(
+            concurrent.detects >= 40,
+            "{}: {} concurrent detects",
+            path.display(),
+            concurrent.detects
+        );
         // Eight at once: every one of them saw the others.
-        assert!(concurrent.shared > 0, "{}: no concurrent detect saw another process", path.display());
+        assert!(
+            concurrent.shared > 0,
+            "{}: no concurrent detect saw another process",
+            path.display()
+        );
         if let Some(b) = phases.get("beside") {
-            assert!(b.detects >= 10, "{}: {} detects beside the workload", path.display(), b.detects);
-            assert!(b.shared > 0, "{}: no detect saw the workload", path.display());
+            assert!(
+                b.detects >= 10,
+                "{}: {} detects beside the workload",
+                path.display(),
+                b.detects
+            );
+            assert!(
+                b.shared > 0,
+                "{}: no detect saw the workload",
+                path.display()
+            );
         }
         // The committed table says what the reports say.
         let table = std::fs::read_to_string(dir.join("table.txt"))
@@ -98,13 +118,31 @@ fn concurrent_detects_on_a_real_gpu_have_no_smoke_failures() {
         for (name, p) in &phases {
             let row = table
                 .lines()
-                .find(|l| l.starts_with("| ") && l.contains(if name == "beside" { "beside" } else { "concurrent" }))
+                .find(|l| {
+                    l.starts_with("| ")
+                        && l.contains(if name == "beside" {
+                            "beside"
+                        } else {
+                            "concurrent"
+                        })
+                })
                 .unwrap_or_else(|| panic!("table.txt: no row for {name}"));
             let cells: Vec<&str> = row.split('|').map(str::trim).collect();
             assert_eq!(cells[2], p.detects.to_string(), "table.txt row {row}");
-            assert_eq!(cells[3], p.outcomes.get("pass").copied().unwrap_or(0).to_string(), "table.txt row {row}");
+            assert_eq!(
+                cells[3],
+                p.outcomes.get("pass").copied().unwrap_or(0).to_string(),
+                "table.txt row {row}"
+            );
             assert_eq!(cells[5], "0", "table.txt row {row}: failures");
         }
-        println!("{}: {:?}", dir.display(), phases.iter().map(|(k, v)| (k, v.detects, &v.outcomes)).collect::<Vec<_>>());
+        println!(
+            "{}: {:?}",
+            dir.display(),
+            phases
+                .iter()
+                .map(|(k, v)| (k, v.detects, &v.outcomes))
+                .collect::<Vec<_>>()
+        );
     }
 }

@@ -334,13 +334,25 @@ pub struct SmokeResult {
     #[serde(default, deserialize_with = "lenient")]
     pub long_phase_ms: Option<f64>,
     /// Pools the test ran where free VRAM did not hold them all.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient"
+    )]
     pub pools_run: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient"
+    )]
     pub accounting: Option<Accounting>,
     /// What the measurement met that does not change the verdict (other processes moving free
     /// VRAM, a scaled-down plan).
-    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "lenient_vec")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "lenient_vec"
+    )]
     pub notes: Vec<String>,
 }
 

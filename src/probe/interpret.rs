@@ -5,8 +5,8 @@ use std::time::Duration;
 use crate::children::orchestrator::{Exit, Outcome, signal_name};
 use crate::children::protocol::{Accounting, DeviceEvent, SmokeResult, Verdict};
 use crate::report::{
-    ApiError, Backend, BadCheck, Device, DeviceSource, GpuSharing, Smoke, SmokeGrowth, SmokeOutcome,
-    SmokeStage,
+    ApiError, Backend, BadCheck, Device, DeviceSource, GpuSharing, Smoke, SmokeGrowth,
+    SmokeOutcome, SmokeStage,
 };
 
 /// A device from a `device` event; `None` if the event lacks the essentials.
@@ -184,7 +184,12 @@ fn from_event(ev: &SmokeResult) -> Smoke {
         .map(|p| p.min_cycles)
         .unwrap_or(u32::MAX);
     s.sharing = ev.accounting.as_ref().and_then(sharing);
-    s.notes = ev.notes.iter().take(MAX_NOTES).map(|n| bounded(n)).collect();
+    s.notes = ev
+        .notes
+        .iter()
+        .take(MAX_NOTES)
+        .map(|n| bounded(n))
+        .collect();
     // Fewer pools than the parent's plan is a scaled-down test, whatever the child called it.
     let plan_pools = crate::probe::smoke_plan::bundled().map_or(0, |p| p.pools);
     let scaled = ev.pools_run.filter(|k| *k < plan_pools);

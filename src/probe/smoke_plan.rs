@@ -547,7 +547,10 @@ mod tests {
         // 40 MiB free (another job holds the rest): pool 0 with its long phase only.
         let f = plan.fit(2 * MIB, 40 * MIB).expect("pool 0 fits");
         assert_eq!(f.pools, 1, "{f:?}");
-        assert!(f.need_bytes <= 30 * MIB && f.full_need_bytes > 30 * MIB, "{f:?}");
+        assert!(
+            f.need_bytes <= 30 * MIB && f.full_need_bytes > 30 * MIB,
+            "{f:?}"
+        );
         assert!(f.schedule.cycle.iter().all(|g| g.pool == 0));
         // 60 MiB: two pools.
         assert_eq!(plan.fit(2 * MIB, 60 * MIB).map(|f| f.pools), Some(2));

@@ -170,8 +170,8 @@ enum {
 #define MAX_REGIONS 1024
 #define MAX_ALLOCS 1024
 #define NEIGHBOUR_PID 4000001u
-#define NEIGHBOUR_HIGH (900 * MIB)
-#define NEIGHBOUR_LOW (100 * MIB)
+#define NEIGHBOUR_HIGH (300 * MIB)
+#define NEIGHBOUR_LOW (40 * MIB)
 #define FAKE_CONTEXT_BYTES (300 * MIB)
 
 /* ---- scenario ---------------------------------------------------------------------------- */

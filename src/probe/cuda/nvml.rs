@@ -161,9 +161,12 @@ fn process(pid: c_uint, used: c_ulonglong) -> Process {
 
 impl Drop for Nvml {
     fn drop(&mut self) {
-        // SAFETY: paired with the nvmlInit_v2 that succeeded in `open`.
-        if let Ok(shutdown) = unsafe { self.lib.get::<Init>(b"nvmlShutdown\0") } {
-            unsafe { shutdown() };
+        // SAFETY: nvmlShutdown takes no arguments and returns nvmlReturn_t, as `Init`; it is
+        // paired with the nvmlInit_v2 that succeeded in `open`, while the library is loaded.
+        unsafe {
+            if let Ok(shutdown) = self.lib.get::<Init>(b"nvmlShutdown\0") {
+                shutdown();
+            }
         }
     }
 }

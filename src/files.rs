@@ -18,6 +18,32 @@ pub const MAX_INPUT_BYTES: u64 = 64 << 20;
 /// The most read from a small system file (sysfs, procfs, version files, PKG-INFO, CMake files).
 pub const MAX_SMALL_BYTES: u64 = 4 << 20;
 
+/// The most one quirk file may hold (the bundled one is some 100 KiB): checked before parsing,
+/// as a TOML document takes many times its size in memory.
+pub const MAX_QUIRK_BYTES: u64 = 4 << 20;
+
+/// The most gpuprobe reads from all inputs of one run together (reports, documents, logs, quirk
+/// files, dumps, system files): one run's memory stays bounded however many inputs it is given.
+pub const MAX_RUN_BYTES: u64 = 64 << 20;
+
+static READ_SO_FAR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Counts `n` more bytes against the run's [`MAX_RUN_BYTES`]; an error once past it.
+pub fn charge(n: u64) -> std::io::Result<()> {
+    use std::sync::atomic::Ordering;
+    let before = READ_SO_FAR.fetch_add(n, Ordering::Relaxed);
+    if before.saturating_add(n) > MAX_RUN_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "would take what this run reads past {} MiB in all (the limit for all inputs together)",
+                MAX_RUN_BYTES >> 20
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Opens `path` for reading only if it is a regular file, without blocking on a FIFO.
 fn open_regular(path: &Path) -> std::io::Result<(File, std::fs::Metadata)> {
     let mut opts = std::fs::OpenOptions::new();
@@ -84,8 +110,26 @@ fn too_large(limit: u64) -> std::io::Error {
     )
 }
 
-/// Reads at most `limit` bytes of a regular file; more is an error (`InvalidData`).
+/// Reads at most `limit` bytes of a regular file; more is an error (`InvalidData`), as is going
+/// past the run's budget ([`charge`]).
 pub fn read_bytes(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    let (file, meta) = open_regular(path)?;
+    if meta.len() > limit {
+        return Err(too_large(limit));
+    }
+    charge(meta.len())?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(limit));
+    }
+    Ok(bytes)
+}
+
+/// Reads a program or library gpuprobe inspects (an ELF file next to `--binary`): regular files
+/// only, at most `limit` bytes, one at a time and dropped after, so not counted in the run's
+/// budget for text inputs.
+pub fn read_binary(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     let (file, meta) = open_regular(path)?;
     if meta.len() > limit {
         return Err(too_large(limit));
@@ -113,9 +157,18 @@ pub fn read_input(path: &Path, input: &str, limit: u64, fix: &str) -> Result<Str
     let bytes = read_bytes(path, limit).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => err("does not exist".into()),
         std::io::ErrorKind::PermissionDenied => err("cannot be read: permission denied".into()),
+        #[cfg(unix)]
+        _ if e.raw_os_error() == Some(libc::ELOOP) => {
+            err("is a loop of symbolic links (or a link gpuprobe does not follow)".into())
+        }
         std::io::ErrorKind::InvalidInput | std::io::ErrorKind::IsADirectory => {
             err(format!("{e}; gpuprobe reads only regular files"))
         }
+        std::io::ErrorKind::InvalidData if e.to_string().contains("in all") => Error::input(
+            input,
+            e.to_string(),
+            "pass fewer or smaller inputs in one run",
+        ),
         std::io::ErrorKind::InvalidData => Error::input(
             input,
             format!("{e} (the limit for an input file)"),
@@ -123,6 +176,11 @@ pub fn read_input(path: &Path, input: &str, limit: u64, fix: &str) -> Result<Str
         ),
         _ => Error::io(path, e),
     })?;
+    // A byte-order mark (editors on Windows write one) is not part of the text.
+    let bytes = match bytes.strip_prefix("\u{feff}".as_bytes()) {
+        Some(rest) => rest.to_vec(),
+        None => bytes,
+    };
     String::from_utf8(bytes).map_err(|e| Error::Input {
         input: input.to_string(),
         line: None,
@@ -141,6 +199,16 @@ fn final_target(path: &Path) -> Result<PathBuf> {
     for _ in 0..40 {
         match std::fs::symlink_metadata(&p) {
             Ok(m) if m.file_type().is_symlink() => {
+                if !may_follow(&p, &m) {
+                    return Err(Error::input(
+                        path.display().to_string(),
+                        format!(
+                            "`{}` is a symbolic link of another user's in a shared sticky directory; gpuprobe does not write through it",
+                            p.display()
+                        ),
+                        "write to a path in a directory of your own",
+                    ));
+                }
                 let link = std::fs::read_link(&p).map_err(|e| Error::io_on(&p, "read link", e))?;
                 p = match p.parent() {
                     Some(dir) if link.is_relative() => dir.join(link),
@@ -251,6 +319,8 @@ pub fn create_parent_dirs(path: &Path, input: &str) -> Result<Vec<PathBuf>> {
         return Ok(missing);
     }
     std::fs::create_dir_all(dir).map_err(|e| {
+        // Those made before the failure go again: nothing half-created stays.
+        remove_dirs(&missing);
         Error::input(
             input,
             format!("cannot create directory `{}`: {e}", dir.display()),
@@ -267,6 +337,62 @@ pub fn remove_dirs(dirs: &[PathBuf]) {
     }
 }
 
+/// Opens `path` to append to (creating it), as a regular file only: a FIFO named by
+/// `$GITHUB_OUTPUT` would block, a device would swallow or refuse the text. `input` names it.
+pub fn open_append(path: &Path, input: &str) -> Result<File> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.append(true).create(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    }
+    let file = opts.open(path).map_err(|e| match e.raw_os_error() {
+        // A FIFO without a reader refuses a non-blocking open for writing.
+        #[cfg(unix)]
+        Some(libc::ENXIO) => Error::input(
+            input,
+            format!("`{}` is a FIFO (named pipe), not a regular file", path.display()),
+            "point it at a regular file",
+        ),
+        _ => Error::io_on(path, "open for appending", e),
+    })?;
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io_on(path, "inspect", e))?;
+    if !meta.is_file() {
+        return Err(Error::input(
+            input,
+            format!("`{}` is {}, not a regular file", path.display(), kind_of(&meta)),
+            "point it at a regular file",
+        ));
+    }
+    Ok(file)
+}
+
+/// The kernel's protected-symlink rule (`fs.protected_symlinks`), applied by gpuprobe itself
+/// because it resolves links itself: in a sticky directory that others may write (`/tmp`), a
+/// link is followed only if it belongs to us or to the directory's owner.
+#[cfg(unix)]
+fn may_follow(link: &Path, meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let dir = link
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let Ok(d) = std::fs::metadata(dir) else {
+        return false;
+    };
+    let sticky_shared = d.mode() & 0o1000 != 0 && d.mode() & 0o002 != 0;
+    let me = crate::process::euid();
+    !sticky_shared || meta.uid() == me || meta.uid() == d.uid()
+}
+
+#[cfg(not(unix))]
+fn may_follow(_link: &Path, _meta: &std::fs::Metadata) -> bool {
+    true
+}
+
 /// An exclusive lock held until dropped, on `<path>.lock` beside `path` (the file itself is
 /// replaced by renames, so it cannot carry the lock). Blocks until other holders let go.
 pub struct Lock {
@@ -281,12 +407,36 @@ pub fn lock_beside(path: &Path) -> Result<Lock> {
         .unwrap_or_default();
     name.push(".lock");
     let lock_path = target.with_file_name(name);
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| Error::io_on(&lock_path, "create", e))?;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.create(true).truncate(false).write(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // A planted link (or FIFO) in place of the lock is never followed or waited on.
+        opts.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY);
+    }
+    let file = opts.open(&lock_path).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            Error::input(
+                path.display().to_string(),
+                format!("`{}` is a symbolic link; gpuprobe does not lock through it", lock_path.display()),
+                "remove the link, or keep the file in a directory of your own",
+            )
+        } else {
+            Error::io_on(&lock_path, "create", e)
+        }
+    })?;
+    match file.metadata() {
+        Ok(m) if m.is_file() => {}
+        Ok(m) => {
+            return Err(Error::input(
+                path.display().to_string(),
+                format!("`{}` is {}, not a regular file", lock_path.display(), kind_of(&m)),
+                "remove it",
+            ));
+        }
+        Err(e) => return Err(Error::io_on(&lock_path, "inspect", e)),
+    }
     file.lock()
         .map_err(|e| Error::io_on(&lock_path, "lock", e))?;
     Ok(Lock { _file: file })

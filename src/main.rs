@@ -1,7 +1,19 @@
 use clap::Parser;
 
 fn main() {
-    let cli = gpuprobe::cli::Cli::parse();
+    let cli = match gpuprobe::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap would print the bad value as given: escape sequences and all.
+            let text = e.render().to_string();
+            if e.use_stderr() {
+                gpuprobe::commands::eprint(&text);
+            } else {
+                let _ = gpuprobe::commands::print_help(&text);
+            }
+            std::process::exit(e.exit_code());
+        }
+    };
     let is_child = matches!(cli.command, gpuprobe::cli::Command::Child(_));
     if !is_child {
         // Descendants that leave their process group become ours, and are ended below.
@@ -24,5 +36,6 @@ fn main() {
     if !is_child {
         gpuprobe::process::kill_adopted();
     }
+    gpuprobe::probe::hip::discard_scratch();
     std::process::exit(code);
 }

@@ -29,6 +29,21 @@ pub fn is_hostile(c: char) -> bool {
                 | '\u{fffe}'
                 | '\u{ffff}'
         )
+        || is_invisible(c)
+}
+
+/// Characters that show as nothing (zero-width spaces and joiners, invisible operators, the
+/// soft hyphen, tag characters): text holding them reads as something it is not.
+pub fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00ad}'
+            | '\u{034f}'
+            | '\u{180e}'
+            | '\u{200b}'..='\u{200d}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{e0000}'..='\u{e007f}'
+    )
 }
 
 fn push_escaped(out: &mut String, c: char) {
@@ -71,6 +86,76 @@ pub fn inline(s: &str) -> Cow<'_, str> {
 /// character (escape sequences, carriage returns, bells, C1 controls) is shown escaped.
 pub fn terminal(s: &str) -> Cow<'_, str> {
     escape_where(s, |c| c != '\n' && c != '\t' && is_hostile(c))
+}
+
+/// Whitespace the Actions runner trims before looking for `::` (.NET `String.TrimStart()`, i.e.
+/// `Char.IsWhiteSpace`), plus characters some .NET versions counted as whitespace: a superset
+/// only makes more lines count as commands, which are then broken.
+fn runner_trims(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '\u{180e}' | '\u{200b}' | '\u{feff}')
+}
+
+/// Text that lands in a CI log (gpuprobe's stdout and stderr under GitHub Actions): no line of it
+/// is a workflow command. The runner reads a line (lines end at `\n` or `\r`) as a command when,
+/// after leading whitespace, it starts with `::` (`::set-output name=x::v`, `::add-mask::v`,
+/// `::stop-commands::t`), or when `##[` occurs anywhere in it (`##[add-mask]v`). A `\` goes before
+/// such a leading `::`, and every `##[` becomes `##\[`; the text stays readable.
+pub fn ci_log(s: &str) -> Cow<'_, str> {
+    if !s.contains("::") && !s.contains("##[") {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for line in s.split_inclusive(['\n', '\r']) {
+        let rest = line.trim_start_matches(runner_trims);
+        if rest.starts_with("::") {
+            out.push_str(&line[..line.len() - rest.len()]);
+            out.push('\\');
+            out.push_str(rest);
+        } else {
+            out.push_str(line);
+        }
+    }
+    if out.contains("##[") {
+        out = out.replace("##[", "##\\[");
+    }
+    Cow::Owned(out)
+}
+
+/// What gpuprobe prints for people (stdout text, every stderr message): [`terminal`] text that is
+/// also [`ci_log`]-safe, because that output is read in terminals and in CI logs alike.
+pub fn printed(s: &str) -> Cow<'_, str> {
+    match terminal(s) {
+        Cow::Borrowed(b) => ci_log(b),
+        Cow::Owned(o) => Cow::Owned(ci_log(&o).into_owned()),
+    }
+}
+
+/// A JSON document (serde_json's output) made safe to print without changing its value: the
+/// characters a terminal or reader would act on or hide (DEL, C1 controls, line separators, bidi
+/// and zero-width characters), which serde_json leaves raw, become `\uXXXX` escapes, and `##[`
+/// becomes `##\u005b`. Both only occur inside strings (outside them JSON has only brackets,
+/// punctuation, literals and ASCII whitespace), where they are valid JSON escapes for the same
+/// characters. Never the terminal neutraliser: its `\x1b`-style escapes would change values.
+pub fn json(doc: &str) -> Cow<'_, str> {
+    let hostile = |c: char| is_hostile(c) && !matches!(c, '\n' | '\r' | '\t');
+    if !doc.chars().any(hostile) && !doc.contains("##[") {
+        return Cow::Borrowed(doc);
+    }
+    let mut out = String::with_capacity(doc.len() + 16);
+    for c in doc.chars() {
+        if hostile(c) {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                let _ = write!(out, "\\u{:04x}", u);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    if out.contains("##[") {
+        out = out.replace("##[", "##\\u005b");
+    }
+    Cow::Owned(out)
 }
 
 /// The text of a `#` comment in a shell script or YAML file: never more than one line.
@@ -219,7 +304,7 @@ pub fn markdown_code(s: &str) -> String {
 pub fn eprintln(text: &str) {
     use std::io::Write;
     let mut err = std::io::stderr().lock();
-    let _ = err.write_all(terminal(text).as_bytes());
+    let _ = err.write_all(printed(text).as_bytes());
     let _ = err.write_all(b"\n");
 }
 
@@ -278,6 +363,34 @@ mod tests {
         assert_eq!(markdown("a|b\n<img>"), "a\\|b\\\\n\\<img\\>");
         assert_eq!(markdown_code("-DA=`x`"), "`` -DA=`x` ``");
         assert_eq!(markdown_code("x"), "`x`");
+    }
+
+    #[test]
+    fn ci_log_lines_are_never_commands() {
+        assert_eq!(ci_log("::set-output name=a::b"), "\\::set-output name=a::b");
+        assert_eq!(ci_log("x\n  ::add-mask::v"), "x\n  \\::add-mask::v");
+        assert_eq!(ci_log("a\r::error::e"), "a\r\\::error::e");
+        assert_eq!(ci_log("\u{3000}::warning::w"), "\u{3000}\\::warning::w");
+        assert_eq!(ci_log("text ##[add-mask]v"), "text ##\\[add-mask]v");
+        assert_eq!(ci_log("###[x]"), "###\\[x]");
+        assert_eq!(ci_log("a::b ## [c]"), "a::b ## [c]");
+        assert!(matches!(ci_log("a::b"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn json_keeps_its_value_and_loses_hostile_characters() {
+        let v = serde_json::json!({"k": "a\u{7f}b\u{9b}c\u{2028}d\u{202e}e\u{200b}f\u{e0041}g ##[add-mask]x\n::x"});
+        let doc = serde_json::to_string_pretty(&v).unwrap();
+        let safe = json(&doc);
+        assert!(!safe.chars().any(|c| is_hostile(c) && c != '\n'), "{safe}");
+        assert!(!safe.contains("##["), "{safe}");
+        let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
+        assert_eq!(back, v);
+    }
+
+    #[test]
+    fn zero_width_characters_are_shown() {
+        assert_eq!(terminal("a\u{200b}b\u{2060}c"), "a\\u{200b}b\\u{2060}c");
     }
 
     #[test]

@@ -345,6 +345,18 @@ pub fn die_of_sigpipe() -> ! {
     std::process::exit(128 + 13)
 }
 
+/// The effective user id: who owns what gpuprobe creates, and whose files it may trust.
+#[cfg(unix)]
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+#[cfg(not(unix))]
+pub fn euid() -> u32 {
+    0
+}
+
 /// Whether the kernel lets this process read and write `p` (effective ids, ACLs included).
 #[cfg(unix)]
 pub fn may_read_write(p: &std::path::Path) -> bool {

@@ -62,6 +62,14 @@ impl Knowledge {
         let entries = match std::fs::read_dir(dir) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            #[cfg(unix)]
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::ENOTDIR)) => {
+                return Err(Error::input(
+                    dir.display().to_string(),
+                    format!("is not a directory of quirk files ({e})"),
+                    "point GPUPROBE_QUIRKS_DIR at a directory, or remove the link loop",
+                ));
+            }
             Err(e) => return Err(Error::io(dir, e)),
         };
         let mut files: Vec<PathBuf> = entries
@@ -80,7 +88,7 @@ impl Knowledge {
         let text = crate::files::read_input(
             path,
             &origin,
-            crate::files::MAX_INPUT_BYTES,
+            crate::files::MAX_QUIRK_BYTES,
             "a quirk file is a TOML text file (same format as profiles/quirks.toml); move anything else out of the quirk directory",
         )?;
         let file: QuirkFile = parse_toml(&text, &origin)?;

@@ -1165,7 +1165,7 @@ fn apply_quirk(
         return;
     }
     for (name, value) in &q.effect.set {
-        if req.llama.declares(&k.options, name) {
+        if req.llama.settable(&k.options, name) {
             if let Some(f) = out.flags.iter_mut().find(|f| &f.name == name) {
                 f.quirks.push(q.id.clone());
             } else {

@@ -152,6 +152,22 @@ impl TargetTable {
             ));
         }
         for item in items {
+            // A target-feature suffix (`gfx90a:xnack-`) names a variant of the same target: only
+            // the features LLVM defines for AMD GPUs are accepted, never dropped unread.
+            if let Some((_, features)) = item.split_once(':')
+                && !features.split(':').all(|f| {
+                    matches!(f, "xnack+" | "xnack-" | "sramecc+" | "sramecc-")
+                })
+            {
+                return Err(Error::input(
+                    "--targets",
+                    format!(
+                        "`{}` has a feature suffix that is not a target feature",
+                        crate::neutral::inline(item)
+                    ),
+                    "the features after `:` are xnack+, xnack-, sramecc+ or sramecc- (e.g. gfx90a:xnack-); or give the plain name (gfx90a)",
+                ));
+            }
             let name = normalise(item);
             if let Some(f) = self
                 .family

@@ -753,3 +753,87 @@ fn hostile_workflow_values_read_back_as_themselves() {
         }
     }
 }
+
+// ---- one sink each: CI log, JSON, shell (round 2) ------------------------------------------------
+
+#[path = "common/actions_runner.rs"]
+mod actions_runner;
+
+/// [`hostile`] pieces plus those that start workflow commands in a CI log.
+fn ci_hostile() -> impl Strategy<Value = String> {
+    const CI: &[&str] = &[
+        "::",
+        "##[",
+        "]",
+        "::set-output name=x::",
+        "::add-mask::",
+        "::stop-commands::",
+        "##[add-mask]",
+        "##[stop-commands]",
+        "\n",
+        "\r",
+        " ",
+        "\t",
+        "\u{3000}",
+        "\u{a0}",
+        "\u{2003}",
+        "\u{200b}",
+        "\u{85}",
+        "\u{2028}",
+    ];
+    prop::collection::vec(
+        prop_oneof![
+            3 => prop::sample::select(CI).prop_map(str::to_string),
+            2 => hostile(),
+        ],
+        0..12,
+    )
+    .prop_map(|parts| parts.concat())
+}
+
+proptest! {
+    #![proptest_config(config(512))]
+
+    #[test]
+    fn printed_text_holds_no_workflow_command(s in ci_hostile()) {
+        let printed = neutral::printed(&s);
+        prop_assert!(actions_runner::commands(&printed).is_empty(), "{:?}", printed);
+        let line = neutral::ci_log(&neutral::inline(&s)).into_owned();
+        prop_assert!(actions_runner::commands(&line).is_empty(), "{:?}", line);
+        // Only `\` is added: the text stays what it was, readable.
+        prop_assert_eq!(neutral::ci_log(&s).replace('\\', ""), s.replace('\\', ""));
+    }
+
+    #[test]
+    fn json_output_reads_back_as_itself_and_is_inert(s in ci_hostile()) {
+        let v = serde_json::json!({ "name": s, "list": [s.clone()] });
+        for doc in [serde_json::to_string_pretty(&v).unwrap(), serde_json::to_string(&v).unwrap()] {
+            let safe = neutral::json(&doc);
+            let back: Value = serde_json::from_str(&safe).unwrap();
+            prop_assert_eq!(&back, &v);
+            prop_assert!(actions_runner::commands(&safe).is_empty(), "{}", safe);
+            prop_assert!(!safe.chars().any(|c| c != '\n' && neutral::is_hostile(c)), "{}", safe);
+        }
+    }
+}
+
+proptest! {
+    // Each case starts a shell: a small budget.
+    #![proptest_config(config(48))]
+
+    /// POSIX sh (the real parser, `sh` on PATH) reads each word back as the text (its control
+    /// characters shown escaped), one argument each.
+    #[test]
+    fn shell_words_read_back_through_sh(words in prop::collection::vec(ci_hostile(), 1..6)) {
+        let script: Vec<String> = words.iter().map(|w| neutral::sh_word(w)).collect();
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf '%s\\0' {}", script.join(" ")))
+            .output()
+            .unwrap();
+        prop_assert!(out.status.success());
+        let got: Vec<String> = out.stdout.split(|b| *b == 0).filter(|_| true).map(|b| String::from_utf8_lossy(b).into_owned()).collect();
+        let want: Vec<String> = words.iter().map(|w| neutral::inline(w).into_owned()).chain([String::new()]).collect();
+        prop_assert_eq!(got, want);
+    }
+}

@@ -1176,3 +1176,595 @@ fn a_child_finished_before_its_deadline_is_not_a_hang_however_late_it_is_collect
     assert_eq!(out.exit, Exit::Code(0));
     assert!(out.complete(), "{:?}", out.events);
 }
+
+// ---- round 2: shared directories, quirk effects, CI-log commands -----------------------------
+
+/// A stand-in hipcc (failure injection: the real one needs ROCm device libraries) that "builds"
+/// a probe by writing a wrapper around the passing fake probe.
+fn fake_hipcc(sb: &Sandbox) -> PathBuf {
+    let fake = manifest().join("tests/fake-probes/pass-gfx1201.sh");
+    sb.script(
+        "rocm/bin/hipcc",
+        &format!(
+            "#!/bin/sh\ncase \"$1\" in --version) echo 'HIP version: 6.1.40091-fake'; exit 0;; esac\n\
+             out=\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=$2; shift; done\n\
+             printf '#!/bin/sh\\nexec %s \"$@\"\\n' '{}' > \"$out\" && chmod 755 \"$out\"\n",
+            fake.display()
+        ),
+    );
+    sb.path("rocm")
+}
+
+/// gpuprobe detecting the fake R9700 machine with the fake hipcc and no HOME: the HIP probe
+/// program is built (or taken from the cache) and run.
+fn detect_with_hipcc(sb: &Sandbox, tmp: &Path) -> std::process::Output {
+    let rocm = fake_hipcc(sb);
+    std::fs::create_dir_all(tmp).unwrap();
+    let mut c = gp();
+    c.env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("TMPDIR", tmp)
+        .env("ROCM_PATH", &rocm)
+        .env("HIP_PATH", &rocm)
+        .env("GPUPROBE_SYSFS_ROOT", manifest().join(R9700))
+        .env("GPUPROBE_LIBCUDA", "/nonexistent/libcuda.so.1")
+        .env("FAKE_PROBE_DEVICES", "1")
+        .args(["detect", "--backend", "hip", "--json", "--timeout", "30"]);
+    c.output().unwrap()
+}
+
+fn find_named(dir: &Path, name: &str) -> Option<PathBuf> {
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        if e.file_name() == name {
+            return Some(p);
+        }
+        if e.file_type().unwrap().is_dir()
+            && let Some(f) = find_named(&p, name)
+        {
+            return Some(f);
+        }
+    }
+    None
+}
+
+fn chown_to_nobody(p: &Path) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: plain syscall on a NUL-terminated path.
+    unsafe { libc::lchown(c.as_ptr(), 65534, 65534) };
+}
+
+#[test]
+fn a_probe_planted_in_the_shared_temp_dir_is_never_run_nor_written_through() {
+    let sb = Sandbox::new();
+    // Where gpuprobe keeps the probe without HOME: learnt from a clean run, as an attacker would
+    // learn it from the source.
+    let clean = sb.path("tmp-clean");
+    let first = detect_with_hipcc(&sb, &clean);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let built = find_named(&clean, "gpuprobe-probe").expect("a probe was built");
+    let rel = built.strip_prefix(&clean).unwrap().to_path_buf();
+
+    // Another user got there first: the same names, a probe of theirs, a link to our file.
+    let shared = sb.path("tmp-shared");
+    let planted = shared.join(&rel);
+    let dir = planted.parent().unwrap();
+    std::fs::create_dir_all(dir).unwrap();
+    sb.script(
+        &planted.strip_prefix(sb.dir.path()).unwrap().to_string_lossy(),
+        &format!(
+            "#!/bin/sh\ntouch '{}'\nexec '{}' \"$@\"\n",
+            sb.marker().display(),
+            manifest().join("tests/fake-probes/pass-gfx1201.sh").display()
+        ),
+    );
+    let victim = sb.write("victim.txt", "precious\n");
+    for name in ["compat.h", "gpuprobe-probe.cpp", "gpuprobe-probe.sha256"] {
+        std::os::unix::fs::symlink(&victim, dir.join(name)).unwrap();
+    }
+    for p in rel.ancestors().filter(|p| !p.as_os_str().is_empty()) {
+        let p = shared.join(p);
+        if p.is_dir() {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        chown_to_nobody(&p);
+    }
+    for name in ["compat.h", "gpuprobe-probe.cpp", "gpuprobe-probe.sha256"] {
+        chown_to_nobody(&dir.join(name));
+    }
+
+    let out = detect_with_hipcc(&sb, &shared);
+    assert!(
+        !sb.marker().exists(),
+        "the planted probe ran: {}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        report["devices"][0]["smoke"]["outcome"], "pass",
+        "the probe gpuprobe built ran instead: {report:#}"
+    );
+    assert!(
+        stderr(&out).contains("not caching the HIP probe program"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_cached_probe_that_changed_since_it_was_built_is_rebuilt_not_run() {
+    let sb = Sandbox::new();
+    let cache = sb.path("tmp");
+    let first = detect_with_hipcc(&sb, &cache);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let exe = find_named(&cache, "gpuprobe-probe").unwrap();
+    std::fs::write(
+        &exe,
+        format!(
+            "#!/bin/sh\ntouch '{}'\nexec '{}' \"$@\"\n",
+            sb.marker().display(),
+            manifest().join("tests/fake-probes/pass-gfx1201.sh").display()
+        ),
+    )
+    .unwrap();
+    let again = detect_with_hipcc(&sb, &cache);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert!(!sb.marker().exists(), "a changed cached probe ran");
+    assert!(
+        stderr(&again).contains("building the HIP probe"),
+        "{}",
+        stderr(&again)
+    );
+    // And a probe left as built is reused.
+    let third = detect_with_hipcc(&sb, &cache);
+    assert!(
+        !stderr(&third).contains("building the HIP probe"),
+        "{}",
+        stderr(&third)
+    );
+}
+
+#[test]
+fn a_quirk_effect_never_sets_cmake_launchers_compilers_or_toolchain_files() {
+    for name in [
+        "CMAKE_CXX_COMPILER_LAUNCHER",
+        "CMAKE_CUDA_COMPILER",
+        "CMAKE_TOOLCHAIN_FILE",
+    ] {
+        let sb = Sandbox::new();
+        let tree = sb.llama_tree("llama.cpp");
+        sb.write(
+            "quirks/evil.toml",
+            &format!(
+                "[[quirk]]\nid = \"EVIL\"\ntitle = \"t\"\nsummary = \"s\"\nseverity = \"high\"\nconfidence = \"high\"\nsources = [\"https://example.org\"]\n[quirk.match]\narchs = [\"sm_90\"]\n[quirk.effect.set]\n{name} = \"/tmp/evil.sh\"\n"
+            ),
+        );
+        let out = gp()
+            .args(["cmake-flags", "--targets", "sm_90", "--cuda", "12.8"])
+            .args(["--toolchain", "none", "--llama-cpp"])
+            .arg(&tree)
+            .env("GPUPROBE_QUIRKS_DIR", sb.path("quirks"))
+            .output()
+            .unwrap();
+        assert!(
+            !stdout(&out).contains(name),
+            "{name} reached the build script:\n{}",
+            stdout(&out)
+        );
+        assert_eq!(out.status.code(), Some(2), "{name}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("effect.set.{name}")) && stderr(&out).contains("evil.toml"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn a_quirk_effect_sets_only_options_of_the_chosen_build() {
+    // A name the checkout never declares is dropped with a note, never emitted.
+    let sb = Sandbox::new();
+    let tree = sb.llama_tree("llama.cpp");
+    sb.write(
+        "quirks/odd.toml",
+        "[[quirk]]\nid = \"ODD\"\ntitle = \"t\"\nsummary = \"s\"\nseverity = \"high\"\nconfidence = \"high\"\nsources = [\"https://example.org\"]\n[quirk.match]\narchs = [\"sm_90\"]\n[quirk.effect.set]\nGGML_CUDA_LAUNCHER = \"ON\"\nGPU_TARGETS = \"gfx000\"\n",
+    );
+    let out = gp()
+        .args(["cmake-flags", "--targets", "sm_90", "--cuda", "12.8"])
+        .args(["--toolchain", "none", "--llama-cpp"])
+        .arg(&tree)
+        .env("GPUPROBE_QUIRKS_DIR", sb.path("quirks"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Named in a note (a comment), never set.
+    assert!(!stdout(&out).contains("-DGGML_CUDA_LAUNCHER"), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("-DGPU_TARGETS=gfx000"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("does not declare it"), "{}", stdout(&out));
+}
+
+#[path = "common/actions_runner.rs"]
+mod actions_runner;
+
+/// Text that the runner would act on in every way the issue names, over several lines.
+const WORKFLOW_COMMANDS: &str = "::set-output name=pwned::1\n  ::add-mask::secret\n::stop-commands::tok\n::error file=x::boom\nlog ##[set-output name=pwned]1 and ##[add-mask]x\n\u{3000}::warning::w\r::notice::n";
+
+fn assert_no_workflow_commands(what: &str, text: &str) {
+    let found = actions_runner::commands(text);
+    assert!(found.is_empty(), "{what}: the runner would act on {found:?}");
+}
+
+#[test]
+fn quirk_text_never_carries_workflow_commands_into_a_ci_log() {
+    let sb = Sandbox::new();
+    // Quirk text may span lines, but holds no carriage return (the loader refuses one).
+    let text = toml::Value::String(WORKFLOW_COMMANDS.replace('\r', "\n")).to_string();
+    sb.write(
+        "quirks/ci.toml",
+        &format!(
+            "[[quirk]]\nid = \"CI\"\ntitle = \"t ##[add-mask]x\"\nsummary = {text}\nseverity = \"low\"\nconfidence = \"high\"\nsources = [\"https://example.org\"]\n[quirk.match]\narchs = [\"sm_90\"]\nllama_builds = \"1:\"\n[quirk.fixed_in]\nllama_build = 2\nsources = [\"https://example.org/fix\"]\nnote = {text}\n[quirk.effect]\nwarn = \"w ##[add-mask]x ::set-output name=a::b\"\n"
+        ),
+    );
+    let out = gp()
+        .args(["quirks", "show", "CI"])
+        .env("GPUPROBE_QUIRKS_DIR", sb.path("quirks"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("set-output name=pwned"), "{}", stdout(&out));
+    assert_no_workflow_commands("quirks show", &stdout(&out));
+    assert_no_workflow_commands("quirks show (stderr)", &stderr(&out));
+    // The JSON form keeps the text exactly, and is just as inert.
+    let out = gp()
+        .args(["quirks", "list", "--json"])
+        .env("GPUPROBE_QUIRKS_DIR", sb.path("quirks"))
+        .output()
+        .unwrap();
+    if out.status.success() {
+        assert_no_workflow_commands("quirks --json", &stdout(&out));
+        let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let all = v.to_string();
+        assert!(all.contains("##[add-mask]x"), "the value was changed");
+    }
+}
+
+#[test]
+fn log_lines_quoted_by_check_build_carry_no_workflow_commands() {
+    let sb = Sandbox::new();
+    let log = sb.write(
+        "llama.log",
+        &format!(
+            "ggml_cuda_init: found 1 CUDA devices:\n  Device 0: NVIDIA H200 ##[add-mask]x, compute capability 9.0, VMM: yes\n{WORKFLOW_COMMANDS}\nCUDA error: out of memory\n::set-output name=x::y\n"
+        ),
+    );
+    for json in [false, true] {
+        let mut c = gp();
+        c.args(["check-build", "--no-probe", "--log"]).arg(&log);
+        if json {
+            c.arg("--json");
+        }
+        let out = c.output().unwrap();
+        assert_no_workflow_commands("check-build", &stdout(&out));
+        assert_no_workflow_commands("check-build (stderr)", &stderr(&out));
+    }
+}
+
+#[test]
+fn report_values_carry_no_workflow_commands_into_any_output() {
+    let sb = Sandbox::new();
+    let probe = sb.probe(&["s/Radeon AI PRO R9700/##[add-mask]R9700 ::set-output name=x::y/".into()]);
+    for args in [
+        &["detect"][..],
+        &["detect", "--json"],
+        &["cmake-flags", "--explain"],
+        &["cmake-flags", "--format", "json"],
+    ] {
+        let out = sb.probing(&probe).args(args).output().unwrap();
+        assert_no_workflow_commands(&format!("{args:?}"), &stdout(&out));
+        assert_no_workflow_commands(&format!("{args:?} (stderr)"), &stderr(&out));
+    }
+}
+
+// ---- round 2: file kinds, budgets, linear time, shared directories ---------------------------
+
+fn quick(c: &mut assert_cmd::Command) -> (std::process::Output, Duration) {
+    let t = Instant::now();
+    let out = c.timeout(Duration::from_secs(40)).output().unwrap();
+    (out, t.elapsed())
+}
+
+#[test]
+fn fifos_and_devices_named_by_the_environment_are_refused_without_waiting() {
+    let sb = Sandbox::new();
+    let fifo = sb.mkfifo("fifo");
+    // GPUPROBE_REPLAY: a dump to read.
+    for target in [fifo.as_path(), Path::new("/dev/zero"), sb.dir.path()] {
+        let (out, took) = quick(gp().args(["detect", "--json"]).env("GPUPROBE_REPLAY", target));
+        assert_eq!(out.status.code(), Some(2), "{target:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("GPUPROBE_REPLAY"), "{}", stderr(&out));
+        assert!(took < Duration::from_secs(20), "{target:?} took {took:?}");
+    }
+    // GITHUB_OUTPUT and GITHUB_STEP_SUMMARY: files to append to.
+    let base = ["cmake-flags", "--targets", "sm_90", "--cuda", "12.8", "--toolchain", "none", "--format", "github"];
+    let good = sb.write("out.txt", "");
+    for (var, other) in [("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"), ("GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT")] {
+        for target in [fifo.as_path(), Path::new("/dev/null"), sb.dir.path()] {
+            let (out, took) = quick(gp().args(base).env(var, target).env(other, &good));
+            assert_eq!(out.status.code(), Some(2), "{var}={target:?}: {}", stderr(&out));
+            assert!(stderr(&out).contains(var), "{var}: {}", stderr(&out));
+            assert!(took < Duration::from_secs(20), "{var}={target:?} took {took:?}");
+        }
+    }
+}
+
+#[test]
+fn a_library_beside_the_binary_that_is_a_fifo_or_links_to_dev_zero_is_not_read() {
+    let sb = Sandbox::new();
+    let dir = sb.path("build/bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = dir.join("llama-cli");
+    std::fs::copy("/bin/true", &bin).unwrap();
+    sb.mkfifo("build/bin/libggml-cuda.so");
+    std::os::unix::fs::symlink("/dev/zero", dir.join("libggml-hip.so")).unwrap();
+    let (out, took) = quick(gp().args(["check-build", "--no-probe", "--binary"]).arg(&bin));
+    assert!(out.status.code().is_some(), "{}", stderr(&out));
+    assert!(took < Duration::from_secs(20), "took {took:?}: {}", stderr(&out));
+}
+
+#[test]
+fn all_inputs_of_one_run_share_one_byte_budget() {
+    let sb = Sandbox::new();
+    // Each log is well under the per-file limit; together they are over the run's budget.
+    let line = "  Device 0: NVIDIA H200, compute capability 9.0, VMM: yes\n";
+    let log = sb.write("big.log", &line.repeat((16 << 20) / line.len()));
+    let mut c = gp();
+    c.args(["check-build", "--no-probe"]);
+    for _ in 0..6 {
+        c.arg("--log").arg(&log);
+    }
+    let (out, _) = quick(&mut c);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("in all"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_quirk_file_over_its_limit_is_refused_before_parsing() {
+    let sb = Sandbox::new();
+    let record = "[[quirk]]\nid = \"X\"\ntitle = \"t\"\nsummary = \"s\"\nseverity = \"low\"\nconfidence = \"high\"\nsources = [\"https://example.org\"]\n[quirk.match]\narchs = [\"sm_90\"]\n";
+    sb.write("quirks/big.toml", &record.repeat((6 << 20) / record.len()));
+    let (out, took) = quick(gp().args(["quirks", "list"]).env("GPUPROBE_QUIRKS_DIR", sb.path("quirks")));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("big.toml") && stderr(&out).contains("larger than 4 MiB"), "{}", stderr(&out));
+    assert!(took < Duration::from_secs(10), "{took:?}");
+}
+
+#[test]
+fn stdin_over_the_limit_is_refused_like_a_file() {
+    let mut child = std::process::Command::new(bin())
+        .args(["check-build", "--no-probe", "--log", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let chunk = "llama_model_load: noise\n".repeat(1 << 16);
+        for _ in 0..((65 << 20) / chunk.len() + 1) {
+            if stdin.write_all(chunk.as_bytes()).is_err() {
+                break;
+            }
+        }
+        let _ = stdin.write_all(b"CUDA error: out of memory\n");
+    });
+    let out = child.wait_with_output().unwrap();
+    let _ = writer.join();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--log -"), "{}", stderr(&out));
+}
+
+/// Seconds to run gpuprobe on `text` written to a file, with `args` before the file's path.
+fn time_on(sb: &Sandbox, name: &str, text: &str, args: &[&str]) -> f64 {
+    let p = sb.write(name, text);
+    let t = Instant::now();
+    let out = gp().args(args).arg(&p).output().unwrap();
+    assert!(out.status.code().is_some_and(|c| c <= 2), "{}", stderr(&out));
+    t.elapsed().as_secs_f64()
+}
+
+/// Runs each generator at 10k and 100k lines; the time for 10× the lines must stay well under
+/// the 100× of quadratic work (the generous factor leaves room for a busy machine).
+fn assert_linear(what: &str, args: &[&str], line: impl Fn(usize) -> String) {
+    let sb = Sandbox::new();
+    let text = |n: usize| (0..n).map(&line).collect::<String>();
+    // Warm up (page cache, binary loading) first.
+    time_on(&sb, "warm.txt", &text(1000), args);
+    let small = time_on(&sb, "small.txt", &text(10_000), args).max(0.05);
+    let large = time_on(&sb, "large.txt", &text(100_000), args);
+    eprintln!("{what}: 10k lines {small:.3} s, 100k lines {large:.3} s, ratio {:.1}", large / small);
+    assert!(
+        large / small < 30.0,
+        "{what}: 10× the lines took {:.1}× the time ({small:.3} s → {large:.3} s)",
+        large / small
+    );
+}
+
+#[test]
+fn device_lines_are_parsed_in_linear_time() {
+    assert_linear("device lines", &["check-build", "--no-probe", "--log"], |i| {
+        format!("  Device {i}: NVIDIA H200, compute capability 9.0, VMM: yes\n")
+    });
+}
+
+#[test]
+fn buffer_lines_and_system_info_features_are_parsed_in_linear_time() {
+    assert_linear("buffer lines", &["check-build", "--no-probe", "--log"], |i| {
+        format!("load_tensors:        CUDA{i} model buffer size =  1024.00 MiB\n")
+    });
+    assert_linear("system_info features", &["check-build", "--no-probe", "--log"], |i| {
+        format!("system_info: n_threads = 8 | CUDA : ARCHS = 900 | F{i} = 1 | G{i} = 1 |\n")
+    });
+}
+
+#[test]
+fn workflow_check_is_linear_in_the_file_it_compares() {
+    assert_linear("workflow --check", &["workflow", "--targets", "gfx1201", "--check"], |i| {
+        format!("line {i}: something else entirely\n")
+    });
+}
+
+#[test]
+fn writes_never_follow_another_users_link_in_a_sticky_directory() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipping: making a link of another user's needs root");
+        return;
+    }
+    let sb = Sandbox::new();
+    let sticky = sb.path("shared");
+    std::fs::create_dir(&sticky).unwrap();
+    std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let victim = sb.write("victim.yml", "precious\n");
+    let link = sticky.join("gpuprobe.yml");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    chown_to_nobody(&link);
+    let out = gp()
+        .args(["workflow", "--targets", "gfx1201", "--output"])
+        .arg(&link)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+
+    // quirks record's lock beside its file.
+    let file = sticky.join("local.toml");
+    let lock_victim = sb.write("lock-victim", "precious\n");
+    std::os::unix::fs::symlink(&lock_victim, sticky.join("local.toml.lock")).unwrap();
+    chown_to_nobody(&sticky.join("local.toml.lock"));
+    let report = sb.write("failed.json", &failed_report("gfx1201"));
+    let out = gp()
+        .args(["quirks", "record", "--from"])
+        .arg(&report)
+        .arg("--file")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let meta = std::fs::metadata(&lock_victim).unwrap();
+    assert_eq!(std::fs::read_to_string(&lock_victim).unwrap(), "precious\n");
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), 0);
+}
+
+// ---- round 2: medium and low -----------------------------------------------------------------
+
+#[test]
+fn a_symlink_loop_in_the_quirk_directory_is_exit_2() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.path("quirks")).unwrap();
+    std::os::unix::fs::symlink("loop.toml", sb.path("quirks/loop.toml")).unwrap();
+    let out = gp()
+        .args(["quirks", "list"])
+        .env("GPUPROBE_QUIRKS_DIR", sb.path("quirks"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("loop.toml"), "{}", stderr(&out));
+    std::os::unix::fs::symlink("self", sb.path("self")).unwrap();
+    let out = gp()
+        .args(["quirks", "list"])
+        .env("GPUPROBE_QUIRKS_DIR", sb.path("self"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+#[test]
+fn a_target_feature_suffix_is_validated_not_dropped() {
+    let out = gp()
+        .args(["cmake-flags", "--targets", "gfx90a:$(id)", "--rocm", "6.4.1", "--toolchain", "none"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert!(stderr(&out).contains("feature suffix") && stderr(&out).contains("xnack-"), "{}", stderr(&out));
+    let out = gp()
+        .args(["cmake-flags", "--targets", "gfx90a:xnack-", "--rocm", "6.4.1", "--toolchain", "none"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn a_report_with_a_byte_order_mark_is_read() {
+    let sb = Sandbox::new();
+    let p = sb.write("bom.json", &format!("\u{feff}{REPORT}"));
+    let out = gp()
+        .args(["cmake-flags", "--toolchain", "none", "--from"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn a_closed_stderr_is_an_exit_code_not_a_panic() {
+    let sb = Sandbox::new();
+    // A failing run (exit 2) writes its error to stderr, which here is a full device.
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let out = std::process::Command::new(bin())
+        .args(["cmake-flags", "--toolchain", "none", "--from"])
+        .arg(sb.path("missing.json"))
+        .stderr(full)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let out = std::process::Command::new(bin())
+        .args(["detect", "--bogus-flag\u{1b}]52;c;cHduZWQ=\u{7}"])
+        .stderr(full)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn clap_never_echoes_a_bad_value_raw() {
+    let out = gp()
+        .args(["cmake-flags", "--format", "x\u{1b}]52;c;cHduZWQ=\u{7}\n::set-output name=a::b"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "{err:?}");
+    assert_no_workflow_commands("clap error", &err);
+    assert!(err.contains("\\x1b]52"), "{err}");
+}
+
+#[test]
+fn printed_paths_carry_no_escape_sequences() {
+    let sb = Sandbox::new();
+    let dir = sb.path("a\u{1b}]52;c;cHduZWQ=\u{7}\u{200b}b");
+    let out = gp()
+        .args(["workflow", "--targets", "gfx1201", "--output"])
+        .arg(dir.join("wf.yml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(!err.contains('\u{1b}') && !err.contains('\u{200b}'), "{err:?}");
+    assert!(err.contains("\\x1b]52"), "{err}");
+}
+
+#[test]
+fn json_outputs_stay_valid_json_with_hostile_characters() {
+    let sb = Sandbox::new();
+    let probe = sb.probe(&["s/Radeon AI PRO R9700/R\\x7f\\xc2\\x9b\\xe2\\x80\\xa8\\xe2\\x80\\xae\\xe2\\x80\\x8bX/".into()]);
+    for args in [&["detect", "--json"][..], &["cmake-flags", "--format", "json"]] {
+        let out = sb.probing(&probe).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let text = stdout(&out);
+        let _: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}\n{text}"));
+        assert!(!text.chars().any(|c| c != '\n' && gpuprobe::neutral::is_hostile(c)), "{text}");
+    }
+}

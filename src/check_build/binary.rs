@@ -40,10 +40,10 @@ pub fn examine(bin: &Path, timeout: Duration, corpus: &mut Corpus) -> Result<Exa
     }
     let load_findings = super::elf::findings(&load);
     if load.cannot_start() {
-        eprintln!(
+        crate::neutral::eprintln(&format!(
             "gpuprobe: {} cannot start on this machine (see the findings); it was not run",
             crate::host::printable(&bin.display().to_string())
-        );
+        ));
         Ok(Examined {
             runs: Vec::new(),
             findings: load_findings,

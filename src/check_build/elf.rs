@@ -10,7 +10,6 @@
 //! `libamdhip64.so.6`: ROCm 6), which is compared with the driver.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -43,10 +42,9 @@ pub struct Object {
 
 /// Reads the loading facts of one ELF file; None when it is not ELF (a script, say).
 pub fn read_object(path: &Path) -> Result<Option<Object>, String> {
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_ELF).read_to_end(&mut bytes))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    // A FIFO or a link to /dev/zero in place of a library is refused, not waited on or read.
+    let bytes = crate::files::read_binary(path, MAX_ELF)
+        .map_err(|e| format!("{}: {e}", crate::neutral::inline(&path.display().to_string())))?;
     if !bytes.starts_with(b"\x7fELF") {
         return Ok(None);
     }

@@ -271,6 +271,8 @@ pub fn parse(text: &str) -> BuildFacts {
     let mut header_backend: Option<String> = None;
     let mut after_list_header = false;
     let mut version_rank = 0u8;
+    // What is already kept, by key: a hostile log of 100k device or feature lines stays linear.
+    let mut seen = Seen::default();
     for raw in text.lines() {
         let line = raw.trim_end_matches(['\r', ' ', '\t']);
         // Comment lines (a saved file's header, a Markdown heading of a pasted report) are not
@@ -279,7 +281,7 @@ pub fn parse(text: &str) -> BuildFacts {
             continue;
         }
         let body = strip_log_prefix(line);
-        let before = snapshot(&f);
+        let before = snapshot(&f, &seen);
 
         if let Some(v) = parse_version_line(body) {
             take_version(&mut f, v, 3, &mut version_rank);
@@ -323,21 +325,13 @@ pub fn parse(text: &str) -> BuildFacts {
         if let Some(mut d) = parse_device_line(body, header_backend.as_deref()) {
             d.line = line.trim().to_string();
             add_backend(&mut f, &d.backend);
-            if !f
-                .devices
-                .iter()
-                .any(|e| e.backend == d.backend && e.index == d.index)
-            {
+            if seen.devices.insert((d.backend.clone(), d.index)) {
                 f.devices.push(d);
             }
         }
         if let Some(d) = parse_vulkan_device(body) {
             add_backend(&mut f, "Vulkan");
-            if !f
-                .devices
-                .iter()
-                .any(|e| e.backend == d.backend && e.index == d.index)
-            {
+            if seen.devices.insert((d.backend.clone(), d.index)) {
                 f.devices.push(d);
             }
         }
@@ -352,7 +346,7 @@ pub fn parse(text: &str) -> BuildFacts {
             if d.gpu {
                 add_backend(&mut f, &d.backend);
             }
-            if !f.listed.iter().any(|e| e.name == d.name) {
+            if seen.listed.insert(d.name.clone()) {
                 f.listed.push(d);
             }
         } else if !body.trim().is_empty() && !body.contains(':') {
@@ -366,11 +360,11 @@ pub fn parse(text: &str) -> BuildFacts {
             if is_gpu_backend(&r.name) {
                 add_backend(&mut f, &r.name);
             }
-            merge_registry(&mut f, r, line.trim());
+            merge_registry(&mut f, &mut seen, r, line.trim());
         }
 
         if let Some((name, backend)) = parse_buffer_line(body)
-            && !f.run_devices.iter().any(|d| d.name == name)
+            && seen.run_devices.insert(name.clone())
         {
             f.run_devices.push(RunDevice {
                 name,
@@ -379,11 +373,23 @@ pub fn parse(text: &str) -> BuildFacts {
             });
         }
 
-        if snapshot(&f) != before {
+        if snapshot(&f, &seen) != before {
             f.lines_recognised += 1;
         }
     }
     f
+}
+
+/// Keys of what [`parse`] has kept, so that each line costs the same however many came before.
+#[derive(Default)]
+struct Seen {
+    devices: std::collections::HashSet<(String, u32)>,
+    listed: std::collections::HashSet<String>,
+    run_devices: std::collections::HashSet<String>,
+    /// (registry, feature key)
+    features: std::collections::HashSet<(String, String)>,
+    /// Registry name to its place in `registries`.
+    registries: std::collections::HashMap<String, usize>,
 }
 
 /// A cheap fingerprint of the facts, to count the lines that added something.
@@ -396,7 +402,7 @@ struct Fingerprint {
     init_flags: [Option<bool>; 2],
 }
 
-fn snapshot(f: &BuildFacts) -> Fingerprint {
+fn snapshot(f: &BuildFacts, seen: &Seen) -> Fingerprint {
     Fingerprint {
         counts: [
             f.backends.len(),
@@ -404,11 +410,7 @@ fn snapshot(f: &BuildFacts) -> Fingerprint {
             f.init_errors.len(),
             f.devices.len(),
             f.listed.len(),
-            f.registries
-                .iter()
-                .map(|r| r.features.len() + 1)
-                .sum::<usize>()
-                + f.run_devices.len(),
+            seen.features.len() + f.registries.len() + f.run_devices.len(),
         ],
         flags: [f.list_seen, f.list_none, f.system_info_seen],
         version: f.version.line.clone(),
@@ -1019,15 +1021,24 @@ fn key_value(s: &str) -> Option<(String, String)> {
     Some((k.to_string(), v.trim().to_string()))
 }
 
-fn merge_registry(f: &mut BuildFacts, mut r: Registry, line: &str) {
-    if let Some(existing) = f.registries.iter_mut().find(|e| e.name == r.name) {
+fn merge_registry(f: &mut BuildFacts, seen: &mut Seen, mut r: Registry, line: &str) {
+    if let Some(existing) = seen
+        .registries
+        .get(&r.name)
+        .and_then(|&i| f.registries.get_mut(i))
+    {
         for feat in r.features {
-            if !existing.features.iter().any(|e| e.key == feat.key) {
+            if seen.features.insert((r.name.clone(), feat.key.clone())) {
                 existing.features.push(feat);
             }
         }
     } else {
         r.line = line.to_string();
+        // The first line of a registry keeps its features as printed, repeats included.
+        for feat in &r.features {
+            seen.features.insert((r.name.clone(), feat.key.clone()));
+        }
+        seen.registries.insert(r.name.clone(), f.registries.len());
         f.registries.push(r);
     }
 }

@@ -22,7 +22,15 @@ fn read_log(path: &Path) -> Result<String, crate::Error> {
     let input = format!("--log {shown}");
     let mut bytes = Vec::new();
     if shown == "-" {
-        std::io::stdin().lock().take(64 << 20).read_to_end(&mut bytes).map_err(|e| crate::Error::input(&input, format!("cannot read stdin: {e}"), "pipe llama.cpp's output in, e.g. `llama-cli --version 2>&1 | gpuprobe check-build --log -`"))?;
+        let limit = crate::files::MAX_INPUT_BYTES;
+        std::io::stdin().lock().take(limit + 1).read_to_end(&mut bytes).map_err(|e| crate::Error::input(&input, format!("cannot read stdin: {e}"), "pipe llama.cpp's output in, e.g. `llama-cli --version 2>&1 | gpuprobe check-build --log -`"))?;
+        // Refused like a file of that size: cutting it would lose a failure after the cut.
+        let over = if bytes.len() as u64 > limit {
+            Err(std::io::Error::other(format!("is larger than {} MiB (the limit for an input)", limit >> 20)))
+        } else {
+            crate::files::charge(bytes.len() as u64)
+        };
+        over.map_err(|e| crate::Error::input(&input, format!("standard input {e}"), "save the log to a file and pass the part with the run that failed"))?;
     } else {
         // A regular file, bounded (a FIFO or device is refused rather than waited on).
         bytes = crate::files::read_bytes(path, crate::files::MAX_INPUT_BYTES).map_err(|e| {
@@ -120,9 +128,9 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
     };
 
     let probed: Option<Report> = if saved.is_none() && !a.no_probe {
-        eprintln!(
+        crate::neutral::eprintln(&format!(
             "gpuprobe: probing this machine's GPUs (skip with --no-probe, or use --from REPORT.json)..."
-        );
+        ));
         Some(crate::probe::detect(&opts))
     } else {
         None
@@ -174,7 +182,7 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
         write_whole(path, &json)?;
     }
     if a.json {
-        print(&json)?;
+        super::print_json(&json)?;
     } else {
         print(&check_build::render(&report))?;
     }
@@ -202,7 +210,7 @@ fn exercise(a: &CheckBuildArgs, k: &Knowledge, saved: Option<&Report>) -> Result
     }
     let tbo = ex::locate(a.binary.as_deref(), a.build_dir.as_deref())?;
     let probed: Option<Report> = if saved.is_none() && !a.no_probe && a.devices.is_empty() {
-        eprintln!("gpuprobe: probing this machine's GPUs to find the devices to exercise...");
+        crate::neutral::eprintln(&format!("gpuprobe: probing this machine's GPUs to find the devices to exercise..."));
         Some(crate::probe::detect(&probe_options(&a.probe)?))
     } else {
         None
@@ -258,13 +266,13 @@ fn exercise(a: &CheckBuildArgs, k: &Knowledge, saved: Option<&Report>) -> Result
         kernel_log,
     };
     for t in &plan.devices {
-        eprintln!(
+        crate::neutral::eprintln(&format!(
             "gpuprobe: running {} test -b {} -o {} (timeout {} s)...",
             plan.test_backend_ops.display(),
             crate::check_build::text::neutralise(&t.device),
             crate::check_build::text::neutralise(&plan.ops),
             a.exercise_timeout
-        );
+        ));
     }
     let result = ex::run(&plan, &SignatureTable::bundled(&k.quirks)?);
     let json = serde_json::to_string_pretty(&result)? + "\n";
@@ -272,7 +280,7 @@ fn exercise(a: &CheckBuildArgs, k: &Knowledge, saved: Option<&Report>) -> Result
         write_whole(path, &json)?;
     }
     if a.json {
-        print(&json)?;
+        super::print_json(&json)?;
     } else {
         print(&result.render())?;
     }

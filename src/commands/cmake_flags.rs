@@ -313,8 +313,8 @@ fn print_plan(
 ) -> Result<()> {
     match a.format {
         Format::Shell => print(&emit::shell::render(plan))?,
-        Format::Json => print(&emit::json(plan))?,
-        Format::Preset => print(&emit::preset::render(plan)?)?,
+        Format::Json => super::print_json(&emit::json(plan))?,
+        Format::Preset => super::print_json(&emit::preset::render(plan)?)?,
         Format::Args => print(&args_lines(a, plan)?)?,
         Format::Github => {
             // Checked before planning: present here.
@@ -324,7 +324,7 @@ fn print_plan(
             let summary = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|v| !v.is_empty());
             let annotations =
                 emit::github::write(plan, Path::new(output), summary.as_deref().map(Path::new))?;
-            print(&annotations)?;
+            super::print_commands(&annotations)?;
         }
     }
     Ok(())

@@ -48,13 +48,13 @@ fn probe_options_with(p: &ProbeArgs, record: bool) -> Result<ProbeOptions> {
             if d.options.timeout_s.is_finite() && d.options.timeout_s > 0.0 {
                 opts.timeout = Duration::from_secs_f64(d.options.timeout_s);
             }
-            eprintln!(
+            crate::neutral::eprintln(&format!(
                 "gpuprobe: replaying {} (taken by gpuprobe {}, --backend {}{}); nothing on this machine is probed",
                 printable(&path.display().to_string()),
                 printable(&d.gpuprobe_version),
                 d.options.backend.as_str(),
                 if d.options.smoke { "" } else { " --no-smoke" }
-            );
+            ));
             dump::view(&d, &path.display().to_string())
         }
         None => HostView::live(),
@@ -88,7 +88,7 @@ pub fn run(a: &DetectArgs) -> Result<i32> {
                 },
             },
         )?;
-        eprintln!(
+        crate::neutral::eprintln(&format!(
             "gpuprobe: wrote {} ({}; redacted: {}). Replay it with: GPUPROBE_REPLAY={} gpuprobe detect",
             printable(&path.display().to_string()),
             dump::summary(&written),
@@ -98,10 +98,10 @@ pub fn run(a: &DetectArgs) -> Result<i32> {
                 written.redacted.join(", ")
             },
             crate::emit::sh_quote(&printable(&path.display().to_string()))
-        );
+        ));
     }
     if a.json {
-        print(&(serde_json::to_string_pretty(&report)? + "\n"))?;
+        super::print_json(&(serde_json::to_string_pretty(&report)? + "\n"))?;
     } else {
         let mut text = table(&report);
         if a.verbose {
@@ -112,14 +112,14 @@ pub fn run(a: &DetectArgs) -> Result<i32> {
     // A GPU only seen in sysfs/procfs, with no working runtime, does not satisfy --require-gpu.
     let measured = report.devices.iter().any(|d| d.source.is_runtime());
     if a.require_gpu && !measured {
-        eprintln!(
+        crate::neutral::eprintln(&format!(
             "gpuprobe: --require-gpu: {}",
             if report.devices.is_empty() {
                 "no GPU found"
             } else {
                 "GPUs are present but no GPU runtime could reach them"
             }
-        );
+        ));
         return Ok(crate::error::exit::ENVIRONMENT);
     }
     Ok(0)

@@ -28,7 +28,7 @@ pub fn run(cli: Cli) -> Result<i32> {
                 SchemaDocument::Exercise => Document::Exercise,
                 SchemaDocument::Inference => Document::Inference,
             };
-            print(&doc.schema_text())?;
+            print_json(&doc.schema_text())?;
             Ok(0)
         }
         Command::Completions { shell } => {
@@ -68,6 +68,23 @@ pub fn run(cli: Cli) -> Result<i32> {
 /// (no escape sequence from a device name, log or report reaches the terminal). A closed pipe
 /// (`| head`) becomes [`crate::Error::StdoutClosed`], which ends gpuprobe quietly.
 pub(crate) fn print(text: &str) -> Result<()> {
+    write_stdout(crate::neutral::printed(text).as_bytes())
+}
+
+/// Help and version text, on stdout like any result (a closed pipe is not an error here).
+pub fn print_help(text: &str) -> Result<()> {
+    print(text)
+}
+
+/// Writes a JSON document to stdout, made print-safe by [`crate::neutral::json`] (JSON escapes
+/// only, so the value read back is the value written).
+pub(crate) fn print_json(doc: &str) -> Result<()> {
+    write_stdout(crate::neutral::json(doc).as_bytes())
+}
+
+/// Writes workflow commands gpuprobe means the runner to act on (annotations, whose messages
+/// [`crate::neutral::annotation`] has encoded), as terminal text.
+pub(crate) fn print_commands(text: &str) -> Result<()> {
     write_stdout(crate::neutral::terminal(text).as_bytes())
 }
 
@@ -88,7 +105,7 @@ pub fn eprint(text: &str) {
     use std::io::Write;
     let _ = std::io::stderr()
         .lock()
-        .write_all(crate::neutral::terminal(text).as_bytes());
+        .write_all(crate::neutral::printed(text).as_bytes());
 }
 
 /// One `gpuprobe: note: ...` line on stderr; `text` is one line (its newlines shown escaped).

@@ -30,7 +30,7 @@ pub fn run(a: &QuirksArgs) -> Result<i32> {
             print(&out)?;
         }
         Some(QuirksAction::List { json: true }) => {
-            print(&(serde_json::to_string_pretty(&k.quirks)? + "\n"))?
+            super::print_json(&(serde_json::to_string_pretty(&k.quirks)? + "\n"))?
         }
         Some(QuirksAction::Show { id }) => {
             let Some(q) = k.quirk(id) else {
@@ -162,10 +162,10 @@ fn record(
         }
     };
     for s in &skipped {
-        eprintln!(
+        crate::neutral::eprintln(&format!(
             "gpuprobe: not recorded: {}",
             crate::check_build::text::neutralise(s)
-        );
+        ));
     }
     if records.is_empty() {
         print(

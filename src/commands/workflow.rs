@@ -55,10 +55,10 @@ pub fn run(a: &WorkflowArgs) -> Result<i32> {
         // and say so (a mistyped directory shows up here rather than as a silent new tree).
         let created = crate::files::create_parent_dirs(path, "--output")?;
         if let Some(dir) = created.first() {
-            eprintln!(
+            crate::neutral::eprintln(&format!(
                 "gpuprobe: created directory {} (it did not exist)",
                 dir.display()
-            );
+            ));
         }
         if let Err(e) = crate::files::write_atomic(path, text.as_bytes(), "--output") {
             crate::files::remove_dirs(&created);
@@ -121,11 +121,70 @@ mod diff {
             }
         };
         let (old, new) = (ended(old), ended(new));
-        let hunks = similar::TextDiff::from_lines(&old, &new)
-            .unified_diff()
-            .context_radius(context)
-            .to_string();
+        let hunks = match wholesale(&old, &new, context) {
+            Some(h) => h,
+            None => similar::TextDiff::from_lines(&old, &new)
+                .unified_diff()
+                .context_radius(context)
+                .to_string(),
+        };
         format!("--- {old_name}\n+++ {new_name}\n{hunks}")
+    }
+
+    /// Above this many (old × new) differing lines a minimal diff costs too much (its work grows
+    /// with the product; a file under `--check` may come from a pull request): the differing
+    /// middle is shown as one hunk that removes it and adds the generated lines instead.
+    const MINIMAL_DIFF_WORK: usize = 4_000_000;
+
+    /// One hunk replacing everything between the common first and last lines, in time linear
+    /// in the input; `None` when the middle is small enough for a minimal diff.
+    fn wholesale(old: &str, new: &str, context: usize) -> Option<String> {
+        let a: Vec<&str> = old.split_inclusive('\n').collect();
+        let b: Vec<&str> = new.split_inclusive('\n').collect();
+        let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+        let suffix = a[prefix..]
+            .iter()
+            .rev()
+            .zip(b[prefix..].iter().rev())
+            .take_while(|(x, y)| x == y)
+            .count();
+        let (a_mid, b_mid) = (&a[prefix..a.len() - suffix], &b[prefix..b.len() - suffix]);
+        if a_mid.len().saturating_mul(b_mid.len()) <= MINIMAL_DIFF_WORK {
+            return None;
+        }
+        let before = prefix.min(context);
+        let after = suffix.min(context);
+        let range = |start: usize, len: usize| {
+            // `diff -u` numbers an empty range by the line before it.
+            if len == 0 {
+                format!("{start},0")
+            } else {
+                format!("{},{len}", start + 1)
+            }
+        };
+        let first = prefix - before;
+        let mut out = format!(
+            "@@ -{} +{} @@\n",
+            range(first, before + a_mid.len() + after),
+            range(first, before + b_mid.len() + after)
+        );
+        for l in &a[first..prefix] {
+            out.push(' ');
+            out.push_str(l);
+        }
+        for l in a_mid {
+            out.push('-');
+            out.push_str(l);
+        }
+        for l in b_mid {
+            out.push('+');
+            out.push_str(l);
+        }
+        for l in &a[a.len() - suffix..a.len() - suffix + after] {
+            out.push(' ');
+            out.push_str(l);
+        }
+        Some(out)
     }
 
     #[cfg(test)]
@@ -152,6 +211,16 @@ mod diff {
         fn diffs_against_an_empty_file() {
             let d = super::unified("", "a\nb\n", "x", "y", 3);
             assert_eq!(d, "--- x\n+++ y\n@@ -0,0 +1,2 @@\n+a\n+b\n");
+        }
+
+        #[test]
+        fn a_huge_difference_is_one_hunk_that_patch_accepts() {
+            let old: String = (0..5000).map(|i| format!("old {i}\n")).collect();
+            let new: String = (0..1000).map(|i| format!("new {i}\n")).collect();
+            let (old, new) = (format!("a\nb\n{old}z\n"), format!("a\nb\n{new}z\n"));
+            let d = super::unified(&old, &new, "x", "y", 3);
+            assert!(d.starts_with("--- x\n+++ y\n@@ -1,5003 +1,1003 @@\n a\n b\n-old 0\n"), "{}", &d[..80]);
+            assert!(d.ends_with("+new 999\n z\n"));
         }
 
         #[test]

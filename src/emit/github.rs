@@ -133,9 +133,9 @@ pub fn write(plan: &Plan, output: &Path, summary_path: Option<&Path>) -> Result<
     out.push_str(&neutral::github_line("matrix", &matrix(plan).to_string()));
     out.push_str(&neutral::github_block("env", &env_lines(plan)));
     out.push_str(&neutral::github_block("plan", &plan_json));
-    append(output, &out)?;
+    append(output, "$GITHUB_OUTPUT", &out)?;
     if let Some(p) = summary_path {
-        append(p, &summary(plan))?;
+        append(p, "$GITHUB_STEP_SUMMARY", &summary(plan))?;
     }
     let mut annotations = String::new();
     for n in &plan.refusals {
@@ -179,12 +179,8 @@ pub fn groups_left_out_of_cmake_args(plan: &Plan) -> Option<String> {
     ))
 }
 
-fn append(path: &Path, text: &str) -> Result<()> {
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
-        .map_err(|e| Error::io_on(path, "open for appending", e))?;
+fn append(path: &Path, input: &str, text: &str) -> Result<()> {
+    let mut f = crate::files::open_append(path, input)?;
     f.write_all(text.as_bytes())
         .map_err(|e| Error::io_on(path, "append to", e))
 }

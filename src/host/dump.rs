@@ -10,7 +10,6 @@
 //! `ROCR_VISIBLE_DEVICES` naming a GPU) still replays the same.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -21,7 +20,7 @@ use crate::error::Error;
 use crate::report::Report;
 
 pub const SCHEMA: &str = "gpuprobe.dump/v1";
-const MAX_DUMP: u64 = 256 << 20;
+const MAX_DUMP: u64 = 32 << 20;
 
 /// The probe options the dump was taken with; a replay uses them, since the recorded children
 /// ran with them.
@@ -50,10 +49,8 @@ pub struct Dump {
 pub fn load(path: &Path) -> Result<Dump, Error> {
     let shown = path.display().to_string();
     let input = format!("{} {shown}", super::REPLAY_ENV);
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_DUMP).read_to_end(&mut bytes))
-        .map_err(|e| {
+    // A regular file only (a FIFO would block), bounded before it is parsed.
+    let bytes = crate::files::read_bytes(path, MAX_DUMP).map_err(|e| {
             Error::input(
                 &input,
                 format!("cannot read: {e}"),

@@ -101,6 +101,19 @@ impl LlamaTarget {
         }
     }
 
+    /// Whether data (a quirk's `effect.set`) may set `name`: only an option the chosen build
+    /// declares (its checkout's `option()`/cache declarations, else the option table), never one
+    /// of CMake's own variables, which name compilers, launchers and toolchain files.
+    pub fn settable(&self, table: &OptionTable, name: &str) -> bool {
+        if name.starts_with("CMAKE_") {
+            return false;
+        }
+        match &self.checkout {
+            Some(c) => c.options.contains_key(name),
+            None => table.declared(name, self.effective_build(table)),
+        }
+    }
+
     /// The option that compiles the VMM pool out of a HIP build, by era: `GGML_HIP_NO_VMM` (4555
     /// on, default ON), `GGML_CUDA_NO_VMM` (4548-4554, default OFF: VMM on), or `""` (before 4548:
     /// no VMM pool on HIP whatever the flags).

@@ -8,7 +8,7 @@ pub fn run(backend: Option<Backend>, opts: &Options) -> i32 {
     match backend {
         Some(Backend::Cuda) => leave(super::cuda::child::run(opts)),
         _ => {
-            eprintln!("gpuprobe __child: only `cuda` runs in-process; HIP uses the probe program");
+            crate::neutral::eprintln(&format!("gpuprobe __child: only `cuda` runs in-process; HIP uses the probe program"));
             2
         }
     }

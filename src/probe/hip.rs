@@ -27,7 +27,7 @@ use crate::report::{
 };
 use crate::targets::TargetTable;
 
-pub use super::hip_build::cache_dir;
+pub use super::hip_build::{cache_dir, discard_scratch};
 
 pub const PROBE_SOURCE: &str = include_str!("../../probes/gpuprobe-probe.cpp");
 pub const PROBE_HEADER: &str = include_str!("../../probes/compat.h");

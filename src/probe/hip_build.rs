@@ -41,13 +41,101 @@ pub enum ProbeProgram {
     },
 }
 
-pub fn cache_dir() -> PathBuf {
-    std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir)
-        .join("gpuprobe")
+/// The user's own cache for probe programs (see [`crate::private_dir::cache_root`]), or why
+/// there is none.
+pub fn cache_dir() -> Result<PathBuf, crate::private_dir::Untrusted> {
+    crate::private_dir::cache_root()
+}
+
+/// Private directories made for one run when there is no cache to trust; removed by
+/// [`discard_scratch`] before gpuprobe exits.
+static SCRATCH: std::sync::Mutex<Vec<tempfile::TempDir>> = std::sync::Mutex::new(Vec::new());
+
+/// Removes the probe programs built for this run only (no trusted cache).
+pub fn discard_scratch() {
+    if let Ok(mut dirs) = SCRATCH.lock() {
+        dirs.clear();
+    }
+}
+
+/// A fresh directory only we can enter (mkdtemp: a new name, mode 0700), for one build.
+fn scratch_dir() -> std::io::Result<PathBuf> {
+    let dir = tempfile::Builder::new().prefix("gpuprobe-hip-").tempdir()?;
+    let path = dir.path().to_path_buf();
+    if let Ok(mut dirs) = SCRATCH.lock() {
+        dirs.push(dir);
+    } else {
+        let _ = dir.keep();
+    }
+    Ok(path)
+}
+
+/// The file beside a cached probe that holds its SHA-256, written when it was built.
+const HASH_FILE: &str = "gpuprobe-probe.sha256";
+
+/// The largest probe program gpuprobe will hash (a real one is a few MiB).
+const MAX_PROBE_BYTES: u64 = 256 << 20;
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Reads a file without following a symlink at its last component, only if it is a regular
+/// file that we own and nobody else may write.
+fn read_ours(path: &Path, limit: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY);
+    }
+    let file = opts.open(path).ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > limit {
+        return None;
+    }
+    crate::private_dir::owned_and_private(path, &meta).ok()?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit + 1).read_to_end(&mut bytes).ok()?;
+    (bytes.len() as u64 <= limit).then_some(bytes)
+}
+
+/// A cached probe is used only if its directory and the program are ours and private, and the
+/// program still has the hash recorded when it was built.
+fn cached_probe_is_ours(dir: &Path, exe: &Path) -> bool {
+    if crate::private_dir::check(dir).is_err() {
+        return false;
+    }
+    let (Some(program), Some(recorded)) = (
+        read_ours(exe, MAX_PROBE_BYTES),
+        read_ours(&dir.join(HASH_FILE), 128),
+    ) else {
+        return false;
+    };
+    String::from_utf8_lossy(&recorded).trim() == sha256_hex(&program)
+}
+
+/// Creates or replaces `dir/name` with `bytes`: a new file (create-new, never through a planted
+/// link) renamed over the name, which replaces a link rather than writing where it points.
+fn write_new(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::io::Write;
+    let prefix = format!(".{name}.");
+    let mut b = tempfile::Builder::new();
+    b.prefix(&prefix);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        b.permissions(std::fs::Permissions::from_mode(mode));
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    let mut tmp = b.tempfile_in(dir)?;
+    tmp.as_file_mut().write_all(bytes)?;
+    tmp.as_file_mut().sync_all()?;
+    tmp.persist(dir.join(name)).map_err(|e| e.error)?;
+    Ok(())
 }
 
 fn cache_key(version: &str, archs: &[String]) -> String {
@@ -79,11 +167,21 @@ pub fn probe_program(h: &HostView, archs: &[String]) -> ProbeProgram {
                 .into(),
         );
     };
-    let build = |set: &[String]| -> (Build, PathBuf) {
-        let dir = cache_dir().join(format!(
-            "hip-probe-{}",
-            cache_key(&hipcc.version_output, set)
+    let cache = cache_dir();
+    if let Err(why) = &cache {
+        crate::neutral::eprintln(&format!(
+            "gpuprobe: note: not caching the HIP probe program ({why}); it is built for this run only"
         ));
+    }
+    let build = |set: &[String]| -> (Build, PathBuf) {
+        let name = format!("hip-probe-{}", cache_key(&hipcc.version_output, set));
+        // A directory that fails the ownership check is not ours to use: build aside instead.
+        let dir = match &cache {
+            Ok(root) if crate::private_dir::make_private(&root.join(&name)).is_ok() => {
+                root.join(&name)
+            }
+            _ => scratch_dir().map_or_else(|_| std::env::temp_dir().join(&name), |d| d.join(&name)),
+        };
         let exe = dir.join("gpuprobe-probe");
         let b = h.build(set, || build_live(Path::new(&hipcc.path), &dir, &exe, set));
         (b, exe)
@@ -227,49 +325,77 @@ fn build_live(hipcc: &Path, dir: &Path, exe: &Path, archs: &[String]) -> Build {
     for a in archs {
         cmd.arg(format!("--offload-arch={a}"));
     }
-    let tmp = dir.join("gpuprobe-probe.tmp");
     let src = dir.join("gpuprobe-probe.cpp");
-    cmd.arg("-o").arg(&tmp).arg(&src);
-    let command = shell_words(&cmd);
-    let fail = |status: String, output: Vec<String>| Build {
+    let fail = |command: String, status: String, output: Vec<String>| Build {
         archs: archs.to_vec(),
-        command: command.clone(),
+        command,
         ok: false,
         status: status.into(),
         output,
     };
-    if exe.is_file() {
+    if cached_probe_is_ours(dir, exe) {
+        cmd.arg("-o").arg(exe).arg(&src);
         return Build {
             archs: archs.to_vec(),
-            command: command.clone(),
+            command: shell_words(&cmd),
             ok: true,
             status: "cached".into(),
             output: Vec::new(),
         };
     }
-    let prepared = std::fs::create_dir_all(dir)
-        .and_then(|_| std::fs::write(&src, PROBE_SOURCE))
-        .and_then(|_| std::fs::write(dir.join("compat.h"), PROBE_HEADER));
-    if let Err(e) = prepared {
-        return fail(
-            "not started".into(),
-            vec![format!("cannot prepare {}: {e}", dir.display())],
-        );
-    }
-    eprintln!(
+    // hipcc writes into a fresh directory of its own, so no name it writes can be planted.
+    let out_dir = crate::private_dir::make_private(dir)
+        .map_err(|e| std::io::Error::other(e.0))
+        .and_then(|_| write_new(dir, "gpuprobe-probe.cpp", PROBE_SOURCE.as_bytes(), 0o600))
+        .and_then(|_| write_new(dir, "compat.h", PROBE_HEADER.as_bytes(), 0o600))
+        .and_then(|_| {
+            tempfile::Builder::new()
+                .prefix(".gpuprobe-probe.")
+                .tempdir_in(dir)
+        });
+    let out_dir = match out_dir {
+        Ok(d) => d,
+        Err(e) => {
+            cmd.arg("-o").arg(exe).arg(&src);
+            return fail(
+                shell_words(&cmd),
+                "not started".into(),
+                vec![format!(
+                    "cannot prepare {}: {e}",
+                    crate::neutral::inline(&dir.display().to_string())
+                )],
+            );
+        }
+    };
+    let tmp = out_dir.path().join("gpuprobe-probe");
+    cmd.arg("-o").arg(&tmp).arg(&src);
+    let command = shell_words(&cmd);
+    let fail = |status: String, output: Vec<String>| fail(command.clone(), status, output);
+    crate::neutral::eprintln(&format!(
         "gpuprobe: building the HIP probe for {} with {} (first run only; cached in {})",
         archs.join(", "),
         hipcc.display(),
         dir.display()
-    );
+    ));
     let out = crate::children::orchestrator::run(cmd, BUILD_TIMEOUT);
     let mut output: Vec<String> = out.garbage.clone();
     output.extend(out.events.iter().map(|e| e.raw.to_string()));
     output.extend(out.stderr_tail.iter().cloned());
     match out.exit {
         crate::children::orchestrator::Exit::Code(0) => {
-            // Rename last, so an interrupted build never leaves a half-written probe in the cache.
-            match std::fs::rename(&tmp, exe) {
+            // The hash first, the rename last: an interrupted build never leaves a probe that
+            // passes the check half-written.
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                // Whatever the umask: a program others could rewrite is never trusted later.
+                let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755));
+            }
+            let recorded = read_ours(&tmp, MAX_PROBE_BYTES)
+                .ok_or_else(|| std::io::Error::other("the built program is not a private file of ours"))
+                .and_then(|p| write_new(dir, HASH_FILE, sha256_hex(&p).as_bytes(), 0o600))
+                .and_then(|_| std::fs::rename(&tmp, exe));
+            match recorded {
                 Ok(()) => Build {
                     archs: archs.to_vec(),
                     command,
@@ -281,7 +407,6 @@ fn build_live(hipcc: &Path, dir: &Path, exe: &Path, archs: &[String]) -> Build {
             }
         }
         other => {
-            let _ = std::fs::remove_file(&tmp);
             let status = match other {
                 crate::children::orchestrator::Exit::Code(c) => format!("exit {c}"),
                 crate::children::orchestrator::Exit::Signal(s) => {
@@ -379,17 +504,17 @@ pub(super) fn build_failed_check(b: &Build, hipcc: Option<&Tool>) -> HostCheck {
 }
 
 pub(super) fn say_build_failed(b: &Build) {
-    eprintln!(
+    crate::neutral::eprintln(&format!(
         "gpuprobe: the HIP probe program could not be built ({}):",
         b.status
-    );
-    eprintln!("  command: {}", crate::host::printable(&b.command));
+    ));
+    crate::neutral::eprintln(&format!("  command: {}", crate::host::printable(&b.command)));
     for l in b.output.iter().rev().take(12).rev() {
-        eprintln!("  | {}", crate::host::printable(l));
+        crate::neutral::eprintln(&format!("  | {}", crate::host::printable(l)));
     }
-    eprintln!(
+    crate::neutral::eprintln(&format!(
         "gpuprobe: falling back to what the kernel (KFD/DRM) says about the GPUs; the smoke test is not run"
-    );
+    ));
 }
 
 #[cfg(test)]

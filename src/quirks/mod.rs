@@ -434,6 +434,12 @@ fn unsafe_field(q: &Quirk) -> Option<(String, String)> {
                 "not a CMake variable name".into(),
             ));
         }
+        if name.starts_with("CMAKE_") {
+            return Some((
+                format!("effect.set.{name}"),
+                "CMake's own variables (compilers, launchers, toolchain files) are never set by a quirk; only llama.cpp options are".into(),
+            ));
+        }
         if !crate::neutral::is_plain_word(&format!("-D{name}={value}")) {
             return Some((
                 format!("effect.set.{name}"),

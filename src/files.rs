@@ -355,6 +355,11 @@ pub fn open_append(path: &Path, input: &str) -> Result<File> {
             format!("`{}` is a FIFO (named pipe), not a regular file", path.display()),
             "point it at a regular file",
         ),
+        _ if e.kind() == std::io::ErrorKind::IsADirectory => Error::input(
+            input,
+            format!("`{}` is a directory, not a regular file", path.display()),
+            "point it at a regular file",
+        ),
         _ => Error::io_on(path, "open for appending", e),
     })?;
     let meta = file

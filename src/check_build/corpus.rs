@@ -19,6 +19,16 @@ pub struct Source {
 #[derive(Debug, Clone, Default)]
 pub struct Corpus {
     pub sources: Vec<Source>,
+    /// The first place of each distinct trimmed line (by hash), built on the first [`Corpus::find`]:
+    /// quoting every device of a 100k-line log must not scan the log once per device.
+    exact: std::sync::OnceLock<std::collections::HashMap<u64, At>>,
+}
+
+fn line_hash(s: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    s.hash(&mut h);
+    h.finish()
 }
 
 /// A line quoted as evidence: where it is and what it says (neutralised for a terminal).
@@ -45,6 +55,7 @@ impl Corpus {
     }
 
     pub fn push(&mut self, label: impl Into<String>, text: &str) {
+        self.exact = std::sync::OnceLock::new();
         self.sources.push(Source {
             label: label.into(),
             lines: text
@@ -76,7 +87,7 @@ impl Corpus {
         })
     }
 
-    /// The first line that ends with `needle` (the extractor keeps a fact's line from its message
+    /// The first line that is `needle` (trimmed), else the first that ends with `needle` (the extractor keeps a fact's line from its message
     /// on, without a timestamp or prefix in front), else the first that contains it anywhere (for
     /// facts the extractor kept as text). Ending first: a line that only mentions the text, such
     /// as someone quoting it, is not the line that printed it.
@@ -84,6 +95,26 @@ impl Corpus {
         let needle = needle.trim();
         if needle.is_empty() {
             return None;
+        }
+        // The line itself first: what the extractor kept is usually a whole line.
+        let exact = self.exact.get_or_init(|| {
+            let mut m = std::collections::HashMap::new();
+            for (i, src) in self.sources.iter().enumerate() {
+                for (n, l) in src.lines.iter().enumerate() {
+                    m.entry(line_hash(l.trim()))
+                        .or_insert(At { input: i, line: n });
+                }
+            }
+            m
+        });
+        if let Some(&at) = exact.get(&line_hash(needle))
+            && self
+                .sources
+                .get(at.input)
+                .and_then(|s| s.lines.get(at.line))
+                .is_some_and(|l| l.trim() == needle)
+        {
+            return self.quote(at);
         }
         let ends = |l: &String| l.trim_end().ends_with(needle);
         let has = |l: &String| l.contains(needle);

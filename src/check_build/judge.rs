@@ -115,8 +115,14 @@ impl Finding {
         self
     }
     pub fn evidence(mut self, quotes: impl IntoIterator<Item = Quote>) -> Self {
+        // By place, in a set: a log with 100k device lines stays linear.
+        let mut seen: std::collections::HashSet<(String, usize)> = self
+            .evidence
+            .iter()
+            .map(|q| (q.input.clone(), q.line))
+            .collect();
         for q in quotes {
-            if !self.evidence.contains(&q) {
+            if seen.insert((q.input.clone(), q.line)) {
                 self.evidence.push(q);
             }
         }

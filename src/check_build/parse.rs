@@ -325,13 +325,13 @@ pub fn parse(text: &str) -> BuildFacts {
         if let Some(mut d) = parse_device_line(body, header_backend.as_deref()) {
             d.line = line.trim().to_string();
             add_backend(&mut f, &d.backend);
-            if seen.devices.insert((d.backend.clone(), d.index)) {
+            if seen.keep(f.devices.len()) && seen.devices.insert((d.backend.clone(), d.index)) {
                 f.devices.push(d);
             }
         }
         if let Some(d) = parse_vulkan_device(body) {
             add_backend(&mut f, "Vulkan");
-            if seen.devices.insert((d.backend.clone(), d.index)) {
+            if seen.keep(f.devices.len()) && seen.devices.insert((d.backend.clone(), d.index)) {
                 f.devices.push(d);
             }
         }
@@ -346,7 +346,7 @@ pub fn parse(text: &str) -> BuildFacts {
             if d.gpu {
                 add_backend(&mut f, &d.backend);
             }
-            if seen.listed.insert(d.name.clone()) {
+            if seen.keep(f.listed.len()) && seen.listed.insert(d.name.clone()) {
                 f.listed.push(d);
             }
         } else if !body.trim().is_empty() && !body.contains(':') {
@@ -364,6 +364,7 @@ pub fn parse(text: &str) -> BuildFacts {
         }
 
         if let Some((name, backend)) = parse_buffer_line(body)
+            && seen.keep(f.run_devices.len())
             && seen.run_devices.insert(name.clone())
         {
             f.run_devices.push(RunDevice {
@@ -377,8 +378,18 @@ pub fn parse(text: &str) -> BuildFacts {
             f.lines_recognised += 1;
         }
     }
+    if seen.beyond > 0 {
+        crate::neutral::eprintln(&format!(
+            "gpuprobe: note: the input lists more than {MAX_DEVICES} devices of one kind; {} device lines after those were not judged",
+            seen.beyond
+        ));
+    }
     f
 }
+
+/// The most devices of one kind (started, listed, used by a run) kept from one input: far above
+/// any machine, and a bound on the per-device work of judging a hostile log.
+pub const MAX_DEVICES: usize = 1024;
 
 /// Keys of what [`parse`] has kept, so that each line costs the same however many came before.
 #[derive(Default)]
@@ -390,6 +401,19 @@ struct Seen {
     features: std::collections::HashSet<(String, String)>,
     /// Registry name to its place in `registries`.
     registries: std::collections::HashMap<String, usize>,
+    /// Device lines past [`MAX_DEVICES`], counted and said, not kept.
+    beyond: usize,
+}
+
+impl Seen {
+    /// Whether one more device fits beside `kept`; counts the ones that do not.
+    fn keep(&mut self, kept: usize) -> bool {
+        if kept < MAX_DEVICES {
+            return true;
+        }
+        self.beyond += 1;
+        false
+    }
 }
 
 /// A cheap fingerprint of the facts, to count the lines that added something.

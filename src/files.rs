@@ -352,7 +352,10 @@ pub fn open_append(path: &Path, input: &str) -> Result<File> {
         #[cfg(unix)]
         Some(libc::ENXIO) => Error::input(
             input,
-            format!("`{}` is a FIFO (named pipe), not a regular file", path.display()),
+            format!(
+                "`{}` is a FIFO (named pipe), not a regular file",
+                path.display()
+            ),
             "point it at a regular file",
         ),
         _ if e.kind() == std::io::ErrorKind::IsADirectory => Error::input(
@@ -368,7 +371,11 @@ pub fn open_append(path: &Path, input: &str) -> Result<File> {
     if !meta.is_file() {
         return Err(Error::input(
             input,
-            format!("`{}` is {}, not a regular file", path.display(), kind_of(&meta)),
+            format!(
+                "`{}` is {}, not a regular file",
+                path.display(),
+                kind_of(&meta)
+            ),
             "point it at a regular file",
         ));
     }
@@ -424,7 +431,10 @@ pub fn lock_beside(path: &Path) -> Result<Lock> {
         if e.raw_os_error() == Some(libc::ELOOP) {
             Error::input(
                 path.display().to_string(),
-                format!("`{}` is a symbolic link; gpuprobe does not lock through it", lock_path.display()),
+                format!(
+                    "`{}` is a symbolic link; gpuprobe does not lock through it",
+                    lock_path.display()
+                ),
                 "remove the link, or keep the file in a directory of your own",
             )
         } else {
@@ -436,7 +446,11 @@ pub fn lock_beside(path: &Path) -> Result<Lock> {
         Ok(m) => {
             return Err(Error::input(
                 path.display().to_string(),
-                format!("`{}` is {}, not a regular file", lock_path.display(), kind_of(&m)),
+                format!(
+                    "`{}` is {}, not a regular file",
+                    lock_path.display(),
+                    kind_of(&m)
+                ),
                 "remove it",
             ));
         }

@@ -18,8 +18,8 @@ pub mod inference;
 pub mod llama;
 pub mod neutral;
 pub mod plan;
-pub mod private_dir;
 pub mod platform;
+pub mod private_dir;
 pub mod probe;
 // Processes: groups, signals, the parent-death signal, _exit; `unsafe` only here and in the
 // FFI modules (children::orchestrator, probe::cuda's driver layer).

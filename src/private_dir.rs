@@ -112,7 +112,12 @@ mod tests {
         let open = t.path().join("open");
         std::fs::create_dir(&open).unwrap();
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(make_private(&open).unwrap_err().0.contains("writable by other users"));
+        assert!(
+            make_private(&open)
+                .unwrap_err()
+                .0
+                .contains("writable by other users")
+        );
         let link = t.path().join("link");
         std::os::unix::fs::symlink(&mine, &link).unwrap();
         assert!(check(&link).unwrap_err().0.contains("symbolic link"));

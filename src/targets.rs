@@ -155,9 +155,9 @@ impl TargetTable {
             // A target-feature suffix (`gfx90a:xnack-`) names a variant of the same target: only
             // the features LLVM defines for AMD GPUs are accepted, never dropped unread.
             if let Some((_, features)) = item.split_once(':')
-                && !features.split(':').all(|f| {
-                    matches!(f, "xnack+" | "xnack-" | "sramecc+" | "sramecc-")
-                })
+                && !features
+                    .split(':')
+                    .all(|f| matches!(f, "xnack+" | "xnack-" | "sramecc+" | "sramecc-"))
             {
                 return Err(Error::input(
                     "--targets",

@@ -1253,11 +1253,16 @@ fn a_probe_planted_in_the_shared_temp_dir_is_never_run_nor_written_through() {
     let dir = planted.parent().unwrap();
     std::fs::create_dir_all(dir).unwrap();
     sb.script(
-        &planted.strip_prefix(sb.dir.path()).unwrap().to_string_lossy(),
+        &planted
+            .strip_prefix(sb.dir.path())
+            .unwrap()
+            .to_string_lossy(),
         &format!(
             "#!/bin/sh\ntouch '{}'\nexec '{}' \"$@\"\n",
             sb.marker().display(),
-            manifest().join("tests/fake-probes/pass-gfx1201.sh").display()
+            manifest()
+                .join("tests/fake-probes/pass-gfx1201.sh")
+                .display()
         ),
     );
     let victim = sb.write("victim.txt", "precious\n");
@@ -1307,7 +1312,9 @@ fn a_cached_probe_that_changed_since_it_was_built_is_rebuilt_not_run() {
         format!(
             "#!/bin/sh\ntouch '{}'\nexec '{}' \"$@\"\n",
             sb.marker().display(),
-            manifest().join("tests/fake-probes/pass-gfx1201.sh").display()
+            manifest()
+                .join("tests/fake-probes/pass-gfx1201.sh")
+                .display()
         ),
     )
     .unwrap();
@@ -1357,7 +1364,8 @@ fn a_quirk_effect_never_sets_cmake_launchers_compilers_or_toolchain_files() {
         );
         assert_eq!(out.status.code(), Some(2), "{name}: {}", stderr(&out));
         assert!(
-            stderr(&out).contains(&format!("effect.set.{name}")) && stderr(&out).contains("evil.toml"),
+            stderr(&out).contains(&format!("effect.set.{name}"))
+                && stderr(&out).contains("evil.toml"),
             "{}",
             stderr(&out)
         );
@@ -1382,9 +1390,21 @@ fn a_quirk_effect_sets_only_options_of_the_chosen_build() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     // Named in a note (a comment), never set.
-    assert!(!stdout(&out).contains("-DGGML_CUDA_LAUNCHER"), "{}", stdout(&out));
-    assert!(!stdout(&out).contains("-DGPU_TARGETS=gfx000"), "{}", stdout(&out));
-    assert!(stdout(&out).contains("does not declare it"), "{}", stdout(&out));
+    assert!(
+        !stdout(&out).contains("-DGGML_CUDA_LAUNCHER"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        !stdout(&out).contains("-DGPU_TARGETS=gfx000"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stdout(&out).contains("does not declare it"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[path = "common/actions_runner.rs"]
@@ -1395,7 +1415,10 @@ const WORKFLOW_COMMANDS: &str = "::set-output name=pwned::1\n  ::add-mask::secre
 
 fn assert_no_workflow_commands(what: &str, text: &str) {
     let found = actions_runner::commands(text);
-    assert!(found.is_empty(), "{what}: the runner would act on {found:?}");
+    assert!(
+        found.is_empty(),
+        "{what}: the runner would act on {found:?}"
+    );
 }
 
 #[test]
@@ -1415,7 +1438,11 @@ fn quirk_text_never_carries_workflow_commands_into_a_ci_log() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).contains("set-output name=pwned"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("set-output name=pwned"),
+        "{}",
+        stdout(&out)
+    );
     assert_no_workflow_commands("quirks show", &stdout(&out));
     assert_no_workflow_commands("quirks show (stderr)", &stderr(&out));
     // The JSON form keeps the text exactly, and is just as inert.
@@ -1456,7 +1483,8 @@ fn log_lines_quoted_by_check_build_carry_no_workflow_commands() {
 #[test]
 fn report_values_carry_no_workflow_commands_into_any_output() {
     let sb = Sandbox::new();
-    let probe = sb.probe(&["s/Radeon AI PRO R9700/##[add-mask]R9700 ::set-output name=x::y/".into()]);
+    let probe =
+        sb.probe(&["s/Radeon AI PRO R9700/##[add-mask]R9700 ::set-output name=x::y/".into()]);
     for args in [
         &["detect"][..],
         &["detect", "--json"],
@@ -1483,20 +1511,44 @@ fn fifos_and_devices_named_by_the_environment_are_refused_without_waiting() {
     let fifo = sb.mkfifo("fifo");
     // GPUPROBE_REPLAY: a dump to read.
     for target in [fifo.as_path(), Path::new("/dev/zero"), sb.dir.path()] {
-        let (out, took) = quick(gp().args(["detect", "--json"]).env("GPUPROBE_REPLAY", target));
+        let (out, took) = quick(
+            gp().args(["detect", "--json"])
+                .env("GPUPROBE_REPLAY", target),
+        );
         assert_eq!(out.status.code(), Some(2), "{target:?}: {}", stderr(&out));
         assert!(stderr(&out).contains("GPUPROBE_REPLAY"), "{}", stderr(&out));
         assert!(took < Duration::from_secs(20), "{target:?} took {took:?}");
     }
     // GITHUB_OUTPUT and GITHUB_STEP_SUMMARY: files to append to.
-    let base = ["cmake-flags", "--targets", "sm_90", "--cuda", "12.8", "--toolchain", "none", "--format", "github"];
+    let base = [
+        "cmake-flags",
+        "--targets",
+        "sm_90",
+        "--cuda",
+        "12.8",
+        "--toolchain",
+        "none",
+        "--format",
+        "github",
+    ];
     let good = sb.write("out.txt", "");
-    for (var, other) in [("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"), ("GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT")] {
+    for (var, other) in [
+        ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"),
+        ("GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT"),
+    ] {
         for target in [fifo.as_path(), Path::new("/dev/null"), sb.dir.path()] {
             let (out, took) = quick(gp().args(base).env(var, target).env(other, &good));
-            assert_eq!(out.status.code(), Some(2), "{var}={target:?}: {}", stderr(&out));
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{var}={target:?}: {}",
+                stderr(&out)
+            );
             assert!(stderr(&out).contains(var), "{var}: {}", stderr(&out));
-            assert!(took < Duration::from_secs(20), "{var}={target:?} took {took:?}");
+            assert!(
+                took < Duration::from_secs(20),
+                "{var}={target:?} took {took:?}"
+            );
         }
     }
 }
@@ -1510,9 +1562,16 @@ fn a_library_beside_the_binary_that_is_a_fifo_or_links_to_dev_zero_is_not_read()
     std::fs::copy("/bin/true", &bin).unwrap();
     sb.mkfifo("build/bin/libggml-cuda.so");
     std::os::unix::fs::symlink("/dev/zero", dir.join("libggml-hip.so")).unwrap();
-    let (out, took) = quick(gp().args(["check-build", "--no-probe", "--binary"]).arg(&bin));
+    let (out, took) = quick(
+        gp().args(["check-build", "--no-probe", "--binary"])
+            .arg(&bin),
+    );
     assert!(out.status.code().is_some(), "{}", stderr(&out));
-    assert!(took < Duration::from_secs(20), "took {took:?}: {}", stderr(&out));
+    assert!(
+        took < Duration::from_secs(20),
+        "took {took:?}: {}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -1536,9 +1595,16 @@ fn a_quirk_file_over_its_limit_is_refused_before_parsing() {
     let sb = Sandbox::new();
     let record = "[[quirk]]\nid = \"X\"\ntitle = \"t\"\nsummary = \"s\"\nseverity = \"low\"\nconfidence = \"high\"\nsources = [\"https://example.org\"]\n[quirk.match]\narchs = [\"sm_90\"]\n";
     sb.write("quirks/big.toml", &record.repeat((6 << 20) / record.len()));
-    let (out, took) = quick(gp().args(["quirks", "list"]).env("GPUPROBE_QUIRKS_DIR", sb.path("quirks")));
+    let (out, took) = quick(
+        gp().args(["quirks", "list"])
+            .env("GPUPROBE_QUIRKS_DIR", sb.path("quirks")),
+    );
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("big.toml") && stderr(&out).contains("larger than 4 MiB"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("big.toml") && stderr(&out).contains("larger than 4 MiB"),
+        "{}",
+        stderr(&out)
+    );
     assert!(took < Duration::from_secs(10), "{took:?}");
 }
 
@@ -1573,7 +1639,11 @@ fn time_on(sb: &Sandbox, name: &str, text: &str, args: &[&str]) -> f64 {
     let p = sb.write(name, text);
     let t = Instant::now();
     let out = gp().args(args).arg(&p).output().unwrap();
-    assert!(out.status.code().is_some_and(|c| c <= 2), "{}", stderr(&out));
+    assert!(
+        out.status.code().is_some_and(|c| c <= 2),
+        "{}",
+        stderr(&out)
+    );
     t.elapsed().as_secs_f64()
 }
 
@@ -1586,7 +1656,10 @@ fn assert_linear(what: &str, args: &[&str], line: impl Fn(usize) -> String) {
     time_on(&sb, "warm.txt", &text(1000), args);
     let small = time_on(&sb, "small.txt", &text(10_000), args).max(0.05);
     let large = time_on(&sb, "large.txt", &text(100_000), args);
-    eprintln!("{what}: 10k lines {small:.3} s, 100k lines {large:.3} s, ratio {:.1}", large / small);
+    eprintln!(
+        "{what}: 10k lines {small:.3} s, 100k lines {large:.3} s, ratio {:.1}",
+        large / small
+    );
     assert!(
         large / small < 30.0,
         "{what}: 10× the lines took {:.1}× the time ({small:.3} s → {large:.3} s)",
@@ -1596,26 +1669,41 @@ fn assert_linear(what: &str, args: &[&str], line: impl Fn(usize) -> String) {
 
 #[test]
 fn device_lines_are_parsed_in_linear_time() {
-    assert_linear("device lines", &["check-build", "--no-probe", "--log"], |i| {
-        format!("  Device {i}: NVIDIA H200, compute capability 9.0, VMM: yes\n")
-    });
+    assert_linear(
+        "device lines",
+        &["check-build", "--no-probe", "--log"],
+        |i| format!("  Device {i}: NVIDIA H200, compute capability 9.0, VMM: yes\n"),
+    );
 }
 
 #[test]
 fn buffer_lines_and_system_info_features_are_parsed_in_linear_time() {
-    assert_linear("buffer lines", &["check-build", "--no-probe", "--log"], |i| {
-        format!("load_tensors:        CUDA{i} model buffer size =  1024.00 MiB\n")
-    });
-    assert_linear("system_info features", &["check-build", "--no-probe", "--log"], |i| {
-        format!("system_info: n_threads = 8 | CUDA : ARCHS = 900 | F{i} = 1 | G{i} = 1 |\n")
-    });
+    assert_linear(
+        "buffer lines",
+        &["check-build", "--no-probe", "--log"],
+        |i| format!("load_tensors:        CUDA{i} model buffer size =  1024.00 MiB\n"),
+    );
+    assert_linear(
+        "system_info features",
+        &["check-build", "--no-probe", "--log"],
+        |i| format!("system_info: n_threads = 8 | CUDA : ARCHS = 900 | F{i} = 1 | G{i} = 1 |\n"),
+    );
 }
 
 #[test]
 fn workflow_check_is_linear_in_the_file_it_compares() {
-    assert_linear("workflow --check", &["workflow", "--targets", "gfx1201", "--rocm", "7.2.1", "--check"], |i| {
-        format!("line {i}: something else entirely\n")
-    });
+    assert_linear(
+        "workflow --check",
+        &[
+            "workflow",
+            "--targets",
+            "gfx1201",
+            "--rocm",
+            "7.2.1",
+            "--check",
+        ],
+        |i| format!("line {i}: something else entirely\n"),
+    );
 }
 
 #[test]
@@ -1633,7 +1721,14 @@ fn writes_never_follow_another_users_link_in_a_sticky_directory() {
     std::os::unix::fs::symlink(&victim, &link).unwrap();
     chown_to_nobody(&link);
     let out = gp()
-        .args(["workflow", "--targets", "gfx1201", "--rocm", "7.2.1", "--output"])
+        .args([
+            "workflow",
+            "--targets",
+            "gfx1201",
+            "--rocm",
+            "7.2.1",
+            "--output",
+        ])
         .arg(&link)
         .output()
         .unwrap();
@@ -1685,13 +1780,33 @@ fn a_symlink_loop_in_the_quirk_directory_is_exit_2() {
 #[test]
 fn a_target_feature_suffix_is_validated_not_dropped() {
     let out = gp()
-        .args(["cmake-flags", "--targets", "gfx90a:$(id)", "--rocm", "6.4.1", "--toolchain", "none"])
+        .args([
+            "cmake-flags",
+            "--targets",
+            "gfx90a:$(id)",
+            "--rocm",
+            "6.4.1",
+            "--toolchain",
+            "none",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
-    assert!(stderr(&out).contains("feature suffix") && stderr(&out).contains("xnack-"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("feature suffix") && stderr(&out).contains("xnack-"),
+        "{}",
+        stderr(&out)
+    );
     let out = gp()
-        .args(["cmake-flags", "--targets", "gfx90a:xnack-", "--rocm", "6.4.1", "--toolchain", "none"])
+        .args([
+            "cmake-flags",
+            "--targets",
+            "gfx90a:xnack-",
+            "--rocm",
+            "6.4.1",
+            "--toolchain",
+            "none",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
@@ -1713,7 +1828,10 @@ fn a_report_with_a_byte_order_mark_is_read() {
 fn a_closed_stderr_is_an_exit_code_not_a_panic() {
     let sb = Sandbox::new();
     // A failing run (exit 2) writes its error to stderr, which here is a full device.
-    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
     let out = std::process::Command::new(bin())
         .args(["cmake-flags", "--toolchain", "none", "--from"])
         .arg(sb.path("missing.json"))
@@ -1721,7 +1839,10 @@ fn a_closed_stderr_is_an_exit_code_not_a_panic() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
     let out = std::process::Command::new(bin())
         .args(["detect", "--bogus-flag\u{1b}]52;c;cHduZWQ=\u{7}"])
         .stderr(full)
@@ -1733,7 +1854,11 @@ fn a_closed_stderr_is_an_exit_code_not_a_panic() {
 #[test]
 fn clap_never_echoes_a_bad_value_raw() {
     let out = gp()
-        .args(["cmake-flags", "--format", "x\u{1b}]52;c;cHduZWQ=\u{7}\n::set-output name=a::b"])
+        .args([
+            "cmake-flags",
+            "--format",
+            "x\u{1b}]52;c;cHduZWQ=\u{7}\n::set-output name=a::b",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -1748,25 +1873,47 @@ fn printed_paths_carry_no_escape_sequences() {
     let sb = Sandbox::new();
     let dir = sb.path("a\u{1b}]52;c;cHduZWQ=\u{7}\u{200b}b");
     let out = gp()
-        .args(["workflow", "--targets", "gfx1201", "--rocm", "7.2.1", "--output"])
+        .args([
+            "workflow",
+            "--targets",
+            "gfx1201",
+            "--rocm",
+            "7.2.1",
+            "--output",
+        ])
         .arg(dir.join("wf.yml"))
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(!err.contains('\u{1b}') && !err.contains('\u{200b}'), "{err:?}");
+    assert!(
+        !err.contains('\u{1b}') && !err.contains('\u{200b}'),
+        "{err:?}"
+    );
     assert!(err.contains("\\x1b]52"), "{err}");
 }
 
 #[test]
 fn json_outputs_stay_valid_json_with_hostile_characters() {
     let sb = Sandbox::new();
-    let probe = sb.probe(&["s/Radeon AI PRO R9700/R\\x7f\\xc2\\x9b\\xe2\\x80\\xa8\\xe2\\x80\\xae\\xe2\\x80\\x8bX/".into()]);
-    for args in [&["detect", "--json"][..], &["cmake-flags", "--format", "json"]] {
+    let probe = sb.probe(&[
+        "s/Radeon AI PRO R9700/R\\x7f\\xc2\\x9b\\xe2\\x80\\xa8\\xe2\\x80\\xae\\xe2\\x80\\x8bX/"
+            .into(),
+    ]);
+    for args in [
+        &["detect", "--json"][..],
+        &["cmake-flags", "--rocm", "7.2.1", "--format", "json"],
+    ] {
         let out = sb.probing(&probe).args(args).output().unwrap();
         assert!(out.status.success(), "{args:?}: {}", stderr(&out));
         let text = stdout(&out);
-        let _: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}\n{text}"));
-        assert!(!text.chars().any(|c| c != '\n' && gpuprobe::neutral::is_hostile(c)), "{text}");
+        let _: Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}\n{text}"));
+        assert!(
+            !text
+                .chars()
+                .any(|c| c != '\n' && gpuprobe::neutral::is_hostile(c)),
+            "{text}"
+        );
     }
 }

@@ -43,8 +43,12 @@ pub struct Object {
 /// Reads the loading facts of one ELF file; None when it is not ELF (a script, say).
 pub fn read_object(path: &Path) -> Result<Option<Object>, String> {
     // A FIFO or a link to /dev/zero in place of a library is refused, not waited on or read.
-    let bytes = crate::files::read_binary(path, MAX_ELF)
-        .map_err(|e| format!("{}: {e}", crate::neutral::inline(&path.display().to_string())))?;
+    let bytes = crate::files::read_binary(path, MAX_ELF).map_err(|e| {
+        format!(
+            "{}: {e}",
+            crate::neutral::inline(&path.display().to_string())
+        )
+    })?;
     if !bytes.starts_with(b"\x7fELF") {
         return Ok(None);
     }

@@ -26,11 +26,20 @@ fn read_log(path: &Path) -> Result<String, crate::Error> {
         std::io::stdin().lock().take(limit + 1).read_to_end(&mut bytes).map_err(|e| crate::Error::input(&input, format!("cannot read stdin: {e}"), "pipe llama.cpp's output in, e.g. `llama-cli --version 2>&1 | gpuprobe check-build --log -`"))?;
         // Refused like a file of that size: cutting it would lose a failure after the cut.
         let over = if bytes.len() as u64 > limit {
-            Err(std::io::Error::other(format!("is larger than {} MiB (the limit for an input)", limit >> 20)))
+            Err(std::io::Error::other(format!(
+                "is larger than {} MiB (the limit for an input)",
+                limit >> 20
+            )))
         } else {
             crate::files::charge(bytes.len() as u64)
         };
-        over.map_err(|e| crate::Error::input(&input, format!("standard input {e}"), "save the log to a file and pass the part with the run that failed"))?;
+        over.map_err(|e| {
+            crate::Error::input(
+                &input,
+                format!("standard input {e}"),
+                "save the log to a file and pass the part with the run that failed",
+            )
+        })?;
     } else {
         // A regular file, bounded (a FIFO or device is refused rather than waited on).
         bytes = crate::files::read_bytes(path, crate::files::MAX_INPUT_BYTES).map_err(|e| {
@@ -210,7 +219,9 @@ fn exercise(a: &CheckBuildArgs, k: &Knowledge, saved: Option<&Report>) -> Result
     }
     let tbo = ex::locate(a.binary.as_deref(), a.build_dir.as_deref())?;
     let probed: Option<Report> = if saved.is_none() && !a.no_probe && a.devices.is_empty() {
-        crate::neutral::eprintln(&format!("gpuprobe: probing this machine's GPUs to find the devices to exercise..."));
+        crate::neutral::eprintln(&format!(
+            "gpuprobe: probing this machine's GPUs to find the devices to exercise..."
+        ));
         Some(crate::probe::detect(&probe_options(&a.probe)?))
     } else {
         None

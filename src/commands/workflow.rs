@@ -219,7 +219,11 @@ mod diff {
             let new: String = (0..1000).map(|i| format!("new {i}\n")).collect();
             let (old, new) = (format!("a\nb\n{old}z\n"), format!("a\nb\n{new}z\n"));
             let d = super::unified(&old, &new, "x", "y", 3);
-            assert!(d.starts_with("--- x\n+++ y\n@@ -1,5003 +1,1003 @@\n a\n b\n-old 0\n"), "{}", &d[..80]);
+            assert!(
+                d.starts_with("--- x\n+++ y\n@@ -1,5003 +1,1003 @@\n a\n b\n-old 0\n"),
+                "{}",
+                &d[..80]
+            );
             assert!(d.ends_with("+new 999\n z\n"));
         }
 

@@ -51,12 +51,12 @@ pub fn load(path: &Path) -> Result<Dump, Error> {
     let input = format!("{} {shown}", super::REPLAY_ENV);
     // A regular file only (a FIFO would block), bounded before it is parsed.
     let bytes = crate::files::read_bytes(path, MAX_DUMP).map_err(|e| {
-            Error::input(
-                &input,
-                format!("cannot read: {e}"),
-                "point it at a file written by `gpuprobe detect --dump FILE`",
-            )
-        })?;
+        Error::input(
+            &input,
+            format!("cannot read: {e}"),
+            "point it at a file written by `gpuprobe detect --dump FILE`",
+        )
+    })?;
     let value: Value = serde_json::from_slice(&bytes).map_err(|e| Error::Input {
         input: input.clone(),
         line: Some(e.line()),

@@ -77,7 +77,10 @@ const HASH_FILE: &str = "gpuprobe-probe.sha256";
 const MAX_PROBE_BYTES: u64 = 256 << 20;
 
 fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Reads a file without following a symlink at its last component, only if it is a regular
@@ -392,7 +395,9 @@ fn build_live(hipcc: &Path, dir: &Path, exe: &Path, archs: &[String]) -> Build {
                 let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755));
             }
             let recorded = read_ours(&tmp, MAX_PROBE_BYTES)
-                .ok_or_else(|| std::io::Error::other("the built program is not a private file of ours"))
+                .ok_or_else(|| {
+                    std::io::Error::other("the built program is not a private file of ours")
+                })
                 .and_then(|p| write_new(dir, HASH_FILE, sha256_hex(&p).as_bytes(), 0o600))
                 .and_then(|_| std::fs::rename(&tmp, exe));
             match recorded {
@@ -508,7 +513,10 @@ pub(super) fn say_build_failed(b: &Build) {
         "gpuprobe: the HIP probe program could not be built ({}):",
         b.status
     ));
-    crate::neutral::eprintln(&format!("  command: {}", crate::host::printable(&b.command)));
+    crate::neutral::eprintln(&format!(
+        "  command: {}",
+        crate::host::printable(&b.command)
+    ));
     for l in b.output.iter().rev().take(12).rev() {
         crate::neutral::eprintln(&format!("  | {}", crate::host::printable(l)));
     }

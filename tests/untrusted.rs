@@ -1708,6 +1708,7 @@ fn workflow_check_is_linear_in_the_file_it_compares() {
 
 #[test]
 fn writes_never_follow_another_users_link_in_a_sticky_directory() {
+    // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipping: making a link of another user's needs root");
         return;

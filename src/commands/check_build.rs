@@ -137,9 +137,9 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
     };
 
     let probed: Option<Report> = if saved.is_none() && !a.no_probe {
-        crate::neutral::eprintln(&format!(
-            "gpuprobe: probing this machine's GPUs (skip with --no-probe, or use --from REPORT.json)..."
-        ));
+        crate::neutral::eprintln(
+            "gpuprobe: probing this machine's GPUs (skip with --no-probe, or use --from REPORT.json)...",
+        );
         Some(crate::probe::detect(&opts))
     } else {
         None
@@ -219,9 +219,9 @@ fn exercise(a: &CheckBuildArgs, k: &Knowledge, saved: Option<&Report>) -> Result
     }
     let tbo = ex::locate(a.binary.as_deref(), a.build_dir.as_deref())?;
     let probed: Option<Report> = if saved.is_none() && !a.no_probe && a.devices.is_empty() {
-        crate::neutral::eprintln(&format!(
-            "gpuprobe: probing this machine's GPUs to find the devices to exercise..."
-        ));
+        crate::neutral::eprintln(
+            "gpuprobe: probing this machine's GPUs to find the devices to exercise...",
+        );
         Some(crate::probe::detect(&probe_options(&a.probe)?))
     } else {
         None

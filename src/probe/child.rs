@@ -8,9 +8,9 @@ pub fn run(backend: Option<Backend>, opts: &Options) -> i32 {
     match backend {
         Some(Backend::Cuda) => leave(super::cuda::child::run(opts)),
         _ => {
-            crate::neutral::eprintln(&format!(
-                "gpuprobe __child: only `cuda` runs in-process; HIP uses the probe program"
-            ));
+            crate::neutral::eprintln(
+                "gpuprobe __child: only `cuda` runs in-process; HIP uses the probe program",
+            );
             2
         }
     }

@@ -520,9 +520,9 @@ pub(super) fn say_build_failed(b: &Build) {
     for l in b.output.iter().rev().take(12).rev() {
         crate::neutral::eprintln(&format!("  | {}", crate::host::printable(l)));
     }
-    crate::neutral::eprintln(&format!(
-        "gpuprobe: falling back to what the kernel (KFD/DRM) says about the GPUs; the smoke test is not run"
-    ));
+    crate::neutral::eprintln(
+        "gpuprobe: falling back to what the kernel (KFD/DRM) says about the GPUs; the smoke test is not run",
+    );
 }
 
 #[cfg(test)]

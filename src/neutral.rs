@@ -118,6 +118,9 @@ pub fn ci_log(s: &str) -> Cow<'_, str> {
     if out.contains("##[") {
         out = out.replace("##[", "##\\[");
     }
+    if out == s {
+        return Cow::Borrowed(s);
+    }
     Cow::Owned(out)
 }
 

@@ -683,7 +683,6 @@ fn workflow_with(s: &str, plain: &str) -> gpuprobe::emit::workflow::Workflow {
                 data: s.to_string(),
             },
             notes: s.to_string(),
-            ccache: false,
         }],
         tools: Tools {
             python: plain.to_string(),
@@ -692,6 +691,7 @@ fn workflow_with(s: &str, plain: &str) -> gpuprobe::emit::workflow::Workflow {
         release: Release {
             needs: vec!["linux"],
             notes: s.to_string(),
+            assets: vec![s.to_string()],
         },
     }
 }

@@ -859,6 +859,9 @@ fn release_flags_follow_the_os_and_the_llama_build() {
         "-DCMAKE_INSTALL_RPATH=$ORIGIN",
         "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON",
         "-DGGML_BACKEND_DL=ON",
+        "-DGGML_CPU_ALL_VARIANTS=ON",
+        "-DLLAMA_USE_PREBUILT_UI=OFF",
+        "-DLLAMA_BUILD_UI=OFF",
         "-DLLAMA_BUILD_TESTS=OFF",
     ] {
         assert!(linux.split(' ').any(|a| a == f), "linux lacks {f}: {linux}");
@@ -869,6 +872,7 @@ fn release_flags_follow_the_os_and_the_llama_build() {
     for f in [
         "-DLLAMA_BUILD_BORINGSSL=ON",
         "-DGGML_OPENMP=OFF",
+        "-DGGML_CPU_ALL_VARIANTS=ON",
         "-DLLAMA_BUILD_EXAMPLES=OFF",
     ] {
         assert!(
@@ -885,6 +889,8 @@ fn release_flags_follow_the_os_and_the_llama_build() {
         .unwrap();
     assert!(!args.contains("EXAMPLES"), "{args}");
     assert!(!args.contains("BORINGSSL"), "{args}");
+    // 4500 has no tools/ui (the UI is in the source tree) and no UI options to give.
+    assert!(!args.contains("_UI="), "{args}");
     assert!(args.contains("-DCMAKE_INSTALL_RPATH=$ORIGIN"), "{args}");
 }
 
@@ -1316,4 +1322,253 @@ fn windows_rocm_dlls_are_found_under_either_spelling() {
             "hipBLASLt is not hipBLAS: {expect:?}"
         );
     }
+}
+
+/// The rendered CMAKE_CUDA_ARCHITECTURES of every entry of `job`.
+fn cuda_archs_of(doc: &Value, job: &str) -> Vec<String> {
+    doc["jobs"][job]["strategy"]["matrix"]["include"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let args = e["cmake_args"].as_str().unwrap();
+            args.split(' ')
+                .find_map(|a| a.strip_prefix("-DCMAKE_CUDA_ARCHITECTURES="))
+                .unwrap_or_else(|| panic!("no CUDA architectures in {args}"))
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn cuda_releases_build_device_code_per_arch_and_ptx_once() {
+    // Build 11434 spells Blackwell 120a (architecture-specific): its PTX would run on no later
+    // GPU, so the forward-compatible PTX is the newest plain arch's, as in ggml's default list.
+    let doc = yaml(&workflow(CASES[1].1));
+    for job in ["linux", "windows"] {
+        assert_eq!(
+            cuda_archs_of(&doc, job),
+            ["86-real;89-real;90-real;120a-real;90-virtual"],
+            "{job}"
+        );
+    }
+    let doc = yaml(&workflow(CASES[5].1));
+    assert_eq!(
+        cuda_archs_of(&doc, "linux"),
+        ["90-real;120a-real;90-virtual"]
+    );
+    // The plan itself (cmake-flags) keeps bare entries: its users build for their own GPUs.
+    let out = gpuprobe(&[
+        "cmake-flags",
+        "--targets",
+        "sm_86,sm_90",
+        "--cuda",
+        "12.8",
+        "--format",
+        "args",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("-DCMAKE_CUDA_ARCHITECTURES=86;90")
+            || text.contains("-DCMAKE_CUDA_ARCHITECTURES=\"86;90\"")
+            || text.contains("'-DCMAKE_CUDA_ARCHITECTURES=86;90'"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Every rendered entry passes the pattern ggml itself uses for an architecture list
+    // (ggml-cuda/CMakeLists.txt, the native-list check), read from the real sources when present.
+    let Some(src) = std::env::var_os("GPUPROBE_LLAMA_SOURCES") else {
+        eprintln!("ggml pattern part skipped: GPUPROBE_LLAMA_SOURCES not set");
+        return;
+    };
+    let cmake = PathBuf::from(src).join("11434/ggml/src/ggml-cuda/CMakeLists.txt");
+    let text = std::fs::read_to_string(&cmake).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains("CMAKE_CUDA_ARCHITECTURES_NATIVE MATCHES \""))
+        .expect("ggml's architecture-list pattern");
+    let pattern = line.split("MATCHES \"").nth(1).unwrap();
+    let pattern = &pattern[..pattern.find('"').unwrap()];
+    let re = regex::Regex::new(pattern).unwrap();
+    for job in ["linux", "windows"] {
+        for list in cuda_archs_of(&yaml(&workflow(CASES[1].1)), job) {
+            assert!(re.is_match(&list), "{list} fails ggml's {pattern}");
+        }
+    }
+    assert!(
+        text.contains("86-real") && text.contains("90-virtual"),
+        "ggml's default list no longer uses -real/-virtual entries"
+    );
+}
+
+#[test]
+fn assets_say_which_gpus_and_the_notes_map_each_gpu_to_its_archive() {
+    let doc = yaml(&workflow(CASES[0].1));
+    let names = |job: &str| -> Vec<String> {
+        doc["jobs"][job]["strategy"]["matrix"]["include"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["artifact"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(
+        names("windows").contains(&"llama-b11434-bin-win-rocm-7.14.0-gfx110X-x64".to_string()),
+        "{:?}",
+        names("windows")
+    );
+    for n in names("linux") {
+        assert!(
+            n.starts_with("llama-b11434-bin-ubuntu-rocm-7.14.0-") && n.contains("gfx110X"),
+            "{n}"
+        );
+    }
+    let publish = doc["jobs"]["release"]["steps"][1]["env"].clone();
+    let notes = publish["RELEASE_NOTES"].as_str().unwrap();
+    let assets = publish["RELEASE_ASSETS"].as_str().unwrap();
+    // Every GPU of every entry is in the notes' table, on the row of its own archive.
+    for job in ["linux", "windows"] {
+        for e in doc["jobs"][job]["strategy"]["matrix"]["include"]
+            .as_array()
+            .unwrap()
+        {
+            let ext = if job == "windows" { "zip" } else { "tar.gz" };
+            let file = format!("{}.{ext}", e["artifact"].as_str().unwrap());
+            assert!(assets.split(' ').any(|a| a == file), "{file}: {assets}");
+            let row = notes
+                .lines()
+                .find(|l| l.ends_with(&format!("`{file}` |")))
+                .unwrap_or_else(|| panic!("no row for {file}:\n{notes}"));
+            for t in e["targets"].as_str().unwrap().split(';') {
+                assert!(row.contains(t), "{t} not on {row}");
+            }
+        }
+    }
+    // CUDA: one archive per OS, named without architectures, all of them in the table.
+    let cuda = yaml(&workflow(CASES[1].1));
+    let env = &cuda["jobs"]["release"]["steps"][1]["env"];
+    assert_eq!(
+        env["RELEASE_ASSETS"].as_str().unwrap(),
+        "llama-b11434-bin-ubuntu-cuda-12.8-x64.tar.gz llama-b11434-bin-win-cuda-12.8-x64.zip"
+    );
+    assert!(
+        env["RELEASE_NOTES"]
+            .as_str()
+            .unwrap()
+            .contains("| sm_86, sm_89, sm_90, sm_120 | `llama-b11434-bin-win-cuda-12.8-x64.zip` |")
+    );
+    // The publish step refuses a release that lacks an archive the notes name.
+    let root = tempfile::tempdir().unwrap();
+    let dist = root.path().join("dist");
+    std::fs::create_dir_all(&dist).unwrap();
+    std::fs::write(
+        dist.join("llama-b11434-bin-ubuntu-cuda-12.8-x64.tar.gz"),
+        "x",
+    )
+    .unwrap();
+    let o = Command::new("bash")
+        .args(["--noprofile", "--norc", "-eo", "pipefail", "-c"])
+        .arg(cuda["jobs"]["release"]["steps"][1]["run"].as_str().unwrap())
+        .current_dir(root.path())
+        .env("RUNNER_TEMP", root.path())
+        .env("RELEASE_ASSETS", env["RELEASE_ASSETS"].as_str().unwrap())
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(
+            "llama-b11434-bin-win-cuda-12.8-x64.zip (named in the release notes) was not downloaded"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn no_two_entries_of_a_job_build_the_same_flags() {
+    for (name, args) in CASES {
+        let doc = yaml(&workflow(args));
+        for (id, job) in doc["jobs"].as_object().unwrap() {
+            let Some(entries) = job["strategy"]["matrix"]["include"].as_array() else {
+                continue;
+            };
+            // Flags other than the target list: entries that agree on them are one build.
+            let mut seen: Vec<String> = Vec::new();
+            for e in entries {
+                let flags: Vec<&str> = e["cmake_args"]
+                    .as_str()
+                    .unwrap()
+                    .split(' ')
+                    .filter(|a| !a.contains("_TARGETS=") && !a.contains("ARCHITECTURES="))
+                    .collect();
+                let key = flags.join(" ");
+                let split_by_family =
+                    id == "windows" && e["group"].as_str().unwrap().contains("-gfx");
+                assert!(
+                    split_by_family || !seen.contains(&key),
+                    "{name}/{id}: two entries build {key}"
+                );
+                seen.push(key);
+            }
+        }
+    }
+}
+
+#[test]
+fn every_build_job_caches_compiles_through_ggmls_own_ccache() {
+    for (name, args) in CASES {
+        let text = workflow(args);
+        // An explicit launcher turns GGML_CCACHE off, and covers C and C++ only.
+        assert!(!text.contains("COMPILER_LAUNCHER="), "{name}");
+        let doc = yaml(&text);
+        for (id, job) in doc["jobs"].as_object().unwrap() {
+            if id == "release" {
+                continue;
+            }
+            let steps = job["steps"].as_array().unwrap();
+            let cache = steps
+                .iter()
+                .find(|s| s["name"] == "Restore the compiler cache")
+                .unwrap_or_else(|| panic!("{name}/{id}: no compiler cache"));
+            let uses = cache["uses"].as_str().unwrap();
+            let sha = uses.strip_prefix("actions/cache@").unwrap();
+            assert!(
+                sha.len() == 40 && sha.chars().all(|c| c.is_ascii_hexdigit()),
+                "{uses}"
+            );
+            assert_eq!(cache["with"]["path"], ".ccache", "{name}/{id}");
+            let all: String = steps
+                .iter()
+                .filter_map(|s| s["run"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n");
+            assert!(all.contains("ccache --show-stats"), "{name}/{id}");
+            assert!(
+                all.contains("CCACHE_DIR=$GITHUB_WORKSPACE/.ccache"),
+                "{name}/{id}"
+            );
+            assert!(
+                all.lines()
+                    .any(|l| l.contains("install") && l.split_whitespace().any(|w| w == "ccache")),
+                "{name}/{id}: ccache is not installed"
+            );
+        }
+    }
+    // What the template relies on, in ggml's own CMake code.
+    let Some(src) = std::env::var_os("GPUPROBE_LLAMA_SOURCES") else {
+        eprintln!("ggml part skipped: GPUPROBE_LLAMA_SOURCES not set");
+        return;
+    };
+    let cmake =
+        std::fs::read_to_string(PathBuf::from(src).join("11434/ggml/src/CMakeLists.txt")).unwrap();
+    assert!(cmake.contains(
+        "if (GGML_CCACHE AND NOT CMAKE_C_COMPILER_LAUNCHER AND NOT CMAKE_CXX_COMPILER_LAUNCHER)"
+    ));
+    // A global compile-rule launcher: every language's compiles (HIP and CUDA too).
+    assert!(
+        cmake.contains(
+            "set_property(GLOBAL PROPERTY RULE_LAUNCH_COMPILE \"${GGML_CCACHE_VARIANT}\")"
+        )
+    );
 }

@@ -114,6 +114,8 @@ pub struct Release {
     pub needs: Vec<&'static str>,
     /// Release notes (markdown).
     pub notes: String,
+    /// The archives the release must hold (file names), each listed in the notes' table.
+    pub assets: Vec<String>,
 }
 
 /// One OS: a runner, a toolkit install, and one matrix entry per plan group.
@@ -136,8 +138,6 @@ pub struct Job {
     pub bundle: JobBundle,
     /// What the user's machine needs and what applies at run time, for the package's README.
     pub notes: String,
-    /// Keep a compiler cache across runs (Windows HIP builds).
-    pub ccache: bool,
 }
 
 /// What the package step bundles (each field is the environment value of templates/package.sh).

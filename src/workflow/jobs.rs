@@ -72,6 +72,13 @@ pub(super) fn job(
         }
         entries.extend(es);
     }
+    // Two entries whose GPUs share a name (a CUDA job with two groups) keep apart by group.
+    let names: Vec<String> = entries.iter().map(|e| e.artifact.clone()).collect();
+    for e in &mut entries {
+        if names.iter().filter(|n| **n == e.artifact).count() > 1 {
+            e.artifact = format!("{}-{}", e.artifact, e.group);
+        }
+    }
     let flags = tk.package_flags(os, |o| k.options.declared(o, build));
     let package_args = flags
         .iter()
@@ -93,7 +100,6 @@ pub(super) fn job(
             (Backend::Cuda, _) => "libcuda-stub",
             (Backend::Hip, _) => "",
         },
-        ccache: os == Os::Windows && plan.backend == Backend::Hip,
         bundle: job_bundle,
         install,
         entries,
@@ -159,6 +165,11 @@ fn group_entries(cx: &EntryContext<'_>, g: &Group) -> Result<Vec<Entry>> {
             None => g.name.clone(),
         };
         let mut args = g.cmake_args();
+        for (f, a) in g.flags.iter().zip(args.iter_mut()) {
+            if f.name == "CMAKE_CUDA_ARCHITECTURES" {
+                *a = format!("-D{}={}", f.name, release_cuda_archs(&f.value));
+            }
+        }
         if suffix.is_some() {
             for (f, a) in g.flags.iter().zip(args.iter_mut()) {
                 if ["GPU_TARGETS", "AMDGPU_TARGETS", "CMAKE_HIP_ARCHITECTURES"]
@@ -170,11 +181,12 @@ fn group_entries(cx: &EntryContext<'_>, g: &Group) -> Result<Vec<Entry>> {
         }
         entries.push(Entry {
             artifact: format!(
-                "llama-{}-{}-{}{}-{group}",
+                "llama-{}-bin-{}-{}-{}{}-x64",
                 sanitize(cx.llama_ref),
-                cx.id,
+                if cx.id == "windows" { "win" } else { "ubuntu" },
                 cx.toolkit_word,
                 cx.version.text(),
+                gpu_label(cx, &targets),
             ),
             group,
             targets: targets.join(";"),
@@ -203,6 +215,54 @@ fn group_entries(cx: &EntryContext<'_>, g: &Group) -> Result<Vec<Entry>> {
         });
     }
     Ok(entries)
+}
+
+/// A release build's CUDA architecture list, as ggml's own default list is written: device code
+/// only (`-real`) for every declared architecture, plus PTX (`-virtual`) for the newest one that
+/// is not architecture-specific, which the driver compiles for GPUs newer than any in the list.
+/// A bare entry builds both for every architecture (about twice the compile time and library
+/// size). `12Xa`/`12Xf` PTX runs on no later GPU, so it gets none, as in ggml's default (whose
+/// Blackwell entries are `120a-real`/`121a-real` alone). Entries already suffixed stay as given.
+pub fn release_cuda_archs(value: &str) -> String {
+    let archs: Vec<&str> = value.split(';').filter(|a| !a.is_empty()).collect();
+    let bare = |a: &str| !a.contains('-');
+    let newest_portable = archs
+        .iter()
+        .filter(|a| bare(a) && a.chars().all(|c| c.is_ascii_digit()))
+        .max_by_key(|a| a.parse::<u32>().unwrap_or(0));
+    let mut out: Vec<String> = archs
+        .iter()
+        .map(|a| {
+            if bare(a) {
+                format!("{a}-real")
+            } else {
+                (*a).to_string()
+            }
+        })
+        .collect();
+    if let Some(v) = newest_portable {
+        out.push(format!("{v}-virtual"));
+    }
+    out.join(";")
+}
+
+/// The part of an asset's name that says which GPUs it is for: a HIP package's GPU families
+/// (`-gfx110X-gfx120X`; a target in no family by its own name), as ROCm packages are told apart.
+/// A CUDA package runs on every GPU its architecture list (and PTX) covers, so its name carries
+/// none; the release notes' table lists the architectures of every asset.
+fn gpu_label(cx: &EntryContext<'_>, targets: &[String]) -> String {
+    if cx.toolkit_word != "rocm" {
+        return String::new();
+    }
+    family_split(cx.k, targets, true)
+        .into_iter()
+        .map(|(family, members)| {
+            format!(
+                "-{}",
+                family.map_or_else(|| members.join("-"), |f| f.to_string())
+            )
+        })
+        .collect()
 }
 
 /// The runner image of a job, and why: a quirk that matched this plan (its warning is in the

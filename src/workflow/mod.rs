@@ -102,7 +102,14 @@ pub fn build(k: &Knowledge, o: &Options, note: &mut dyn FnMut(&str)) -> Result<B
             expected_build: input.ref_build.map(|n| n.to_string()).unwrap_or_default(),
             release: Release {
                 needs: jobs.iter().map(|j| j.id).collect(),
-                notes: notes::release_notes(&llama_ref, toolkit, version.text(), &runtime),
+                notes: notes::release_notes(
+                    &llama_ref,
+                    toolkit,
+                    version.text(),
+                    &runtime,
+                    &release_assets(&jobs),
+                ),
+                assets: release_assets(&jobs).into_iter().map(|(_, a)| a).collect(),
             },
             llama_ref,
             jobs,
@@ -114,6 +121,18 @@ pub fn build(k: &Knowledge, o: &Options, note: &mut dyn FnMut(&str)) -> Result<B
         warnings,
         refusals,
     })
+}
+
+/// Every archive the build jobs upload, with the GPU targets it is for.
+fn release_assets(jobs: &[crate::emit::workflow::Job]) -> Vec<(String, String)> {
+    jobs.iter()
+        .flat_map(|j| {
+            let ext = if j.id == "windows" { "zip" } else { "tar.gz" };
+            j.entries
+                .iter()
+                .map(move |e| (e.targets.clone(), format!("{}.{ext}", e.artifact)))
+        })
+        .collect()
 }
 
 /// The plans' warnings (after the dropped targets, each once) and refusals (with their OS).

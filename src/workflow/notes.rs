@@ -167,6 +167,7 @@ pub(super) fn release_notes(
     toolkit: &str,
     version: &str,
     notes: &[String],
+    assets: &[(String, String)],
 ) -> String {
     let mut release_notes = format!(
         "llama.cpp {llama_ref} built for {toolkit} {} by a workflow that gpuprobe generated.\n\n\
@@ -177,6 +178,14 @@ pub(super) fn release_notes(
          SHA256SUMS lists the checksums.\n",
         version
     );
+    if !assets.is_empty() {
+        release_notes.push_str(
+            "\nWhich archive for which GPU:\n\n| GPU architectures | Archive |\n|---|---|\n",
+        );
+        for (targets, asset) in assets {
+            release_notes.push_str(&format!("| {} | `{asset}` |\n", targets.replace(';', ", ")));
+        }
+    }
     if !notes.is_empty() {
         release_notes.push_str("\nRuntime notes:\n\n");
         for n in notes {

@@ -39,6 +39,9 @@ pub enum Command {
     /// Judge an existing llama.cpp build (binary or log) against this machine and the quirk database.
     #[command(name = "check-build", after_help = EXIT_CODES)]
     CheckBuild(CheckBuildArgs),
+    /// Pick the official llama.cpp release asset that runs on these GPUs, or say why none does.
+    #[command(after_help = EXIT_CODES)]
+    Prebuilt(PrebuiltArgs),
     /// Show the quirk database, or the target table.
     #[command(after_help = EXIT_CODES)]
     Quirks(QuirksArgs),
@@ -71,6 +74,8 @@ pub enum SchemaDocument {
     Exercise,
     /// `check-build --exercise inference --json` (gpuprobe.inference/v1).
     Inference,
+    /// `prebuilt --format json` (gpuprobe.prebuilt/v1).
+    Prebuilt,
 }
 
 pub use crate::report::BackendChoice;
@@ -185,6 +190,58 @@ pub struct CmakeFlagsArgs {
     /// Plan the legacy pool (GGML_*_NO_VMM=ON) whatever was measured, e.g. to compare builds.
     #[arg(long)]
     pub force_no_vmm: bool,
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AssetOsChoice {
+    Linux,
+    Windows,
+    Macos,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CpuChoice {
+    X64,
+    Arm64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PrebuiltFormat {
+    /// The asset, why it fits, the rejected ones.
+    Text,
+    /// The whole answer (schema gpuprobe.prebuilt/v1; `choice` is null when none fits).
+    Json,
+    /// Only the download URL(s): the asset, then its runtime companion if it has one.
+    Url,
+}
+
+#[derive(Debug, Args)]
+pub struct PrebuiltArgs {
+    /// Declared targets, comma-separated (gfx1152, sm_120, gfx110X): nothing is probed.
+    #[arg(long, value_name = "LIST", conflicts_with_all = ["machine", "from"])]
+    pub targets: Option<String>,
+    /// The GPUs of one machine, one name per GPU (gfx1201,gfx1103): one asset for all of them.
+    #[arg(long, value_name = "LIST", conflicts_with = "from")]
+    pub machine: Option<String>,
+    /// A saved `gpuprobe detect --json` report instead of probing this machine.
+    #[arg(long, value_name = "REPORT.json")]
+    pub from: Option<PathBuf>,
+    /// The OS the asset is for [default: this machine's, or the report's].
+    #[arg(long, value_enum)]
+    pub os: Option<AssetOsChoice>,
+    /// The CPU the asset is for [default: this machine's].
+    #[arg(long, value_enum)]
+    pub cpu: Option<CpuChoice>,
+    /// The llama.cpp build (release bN) [default: the newest whose release workflow gpuprobe read].
+    #[arg(long, value_name = "N")]
+    pub llama_build: Option<u64>,
+    /// The NVIDIA driver version (e.g. 550.54.14), where it is not probed (--targets, --machine).
+    #[arg(long, value_name = "VER")]
+    pub driver: Option<String>,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: PrebuiltFormat,
     #[command(flatten)]
     pub probe: ProbeArgs,
 }

@@ -19,6 +19,7 @@ pub mod llama;
 pub mod neutral;
 pub mod plan;
 pub mod platform;
+pub mod prebuilt;
 pub mod private_dir;
 pub mod probe;
 // Processes: groups, signals, the parent-death signal, _exit; `unsafe` only here and in the

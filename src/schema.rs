@@ -23,15 +23,18 @@ pub enum Document {
     Exercise,
     /// `gpuprobe check-build --exercise inference --json`.
     Inference,
+    /// `gpuprobe prebuilt --format json`.
+    Prebuilt,
 }
 
 impl Document {
-    pub const ALL: [Document; 5] = [
+    pub const ALL: [Document; 6] = [
         Document::Report,
         Document::Plan,
         Document::CheckBuild,
         Document::Exercise,
         Document::Inference,
+        Document::Prebuilt,
     ];
 
     /// The value of the document's own `schema` field.
@@ -42,6 +45,7 @@ impl Document {
             Document::CheckBuild => crate::check_build::SCHEMA,
             Document::Exercise => crate::check_build::exercise::SCHEMA,
             Document::Inference => crate::inference::SCHEMA,
+            Document::Prebuilt => crate::prebuilt::SCHEMA,
         }
     }
 
@@ -58,6 +62,7 @@ impl Document {
             Document::CheckBuild => "gpuprobe check-build --json",
             Document::Exercise => "gpuprobe check-build --exercise --json",
             Document::Inference => "gpuprobe check-build --exercise inference --json",
+            Document::Prebuilt => "gpuprobe prebuilt --format json",
         }
     }
 
@@ -77,6 +82,7 @@ impl Document {
             Document::CheckBuild => generate::<crate::check_build::CheckReport>(self),
             Document::Exercise => generate::<crate::check_build::exercise::Exercise>(self),
             Document::Inference => generate::<crate::inference::Inference>(self),
+            Document::Prebuilt => generate::<crate::prebuilt::Outcome>(self),
         }
     }
 

@@ -4,6 +4,7 @@ mod check_build;
 mod cmake_flags;
 mod detect;
 mod inference;
+mod prebuilt;
 mod quirks;
 mod workflow;
 
@@ -17,6 +18,7 @@ pub fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Detect(a) => detect::run(&a),
         Command::CmakeFlags(a) => cmake_flags::run(&a),
+        Command::Prebuilt(a) => prebuilt::run(&a),
         Command::Quirks(a) => quirks::run(&a),
         Command::Workflow(a) => workflow::run(&a),
         Command::CheckBuild(a) => check_build::run(&a),
@@ -27,6 +29,7 @@ pub fn run(cli: Cli) -> Result<i32> {
                 SchemaDocument::CheckBuild => Document::CheckBuild,
                 SchemaDocument::Exercise => Document::Exercise,
                 SchemaDocument::Inference => Document::Inference,
+                SchemaDocument::Prebuilt => Document::Prebuilt,
             };
             print_json(&doc.schema_text())?;
             Ok(0)

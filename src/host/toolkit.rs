@@ -38,6 +38,11 @@ fn min_driver(major: u64) -> Option<&'static str> {
     .map(|b| b.min_driver.as_str())
 }
 
+/// The oldest driver branch for CUDA major version `major` (`580` for 13), from the table.
+pub fn min_driver_of(major: u64) -> Option<&'static str> {
+    min_driver(major)
+}
+
 /// A toolkit that does not suit the driver: how bad, what happens, what to do.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mismatch {

@@ -76,6 +76,7 @@ fn schema_command_prints_the_committed_file() {
         ("check-build", Document::CheckBuild),
         ("exercise", Document::Exercise),
         ("inference", Document::Inference),
+        ("prebuilt", Document::Prebuilt),
     ] {
         let out = common::gpuprobe().args(["schema", name]).output().unwrap();
         assert!(out.status.success(), "gpuprobe schema {name}");
@@ -283,4 +284,35 @@ fn a_document_that_breaks_the_schema_is_caught() {
     );
     doc["schema"] = Value::from("gpuprobe.report/v0");
     assert!(!validator.is_valid(&doc));
+}
+
+#[test]
+fn prebuilt_answers_validate_with_and_without_a_choice() {
+    let h200 = root().join("tests/fixtures/nvidia-2x-h200-driver580-hostcheck/detect.json");
+    let runs: [(Vec<String>, bool); 2] = [
+        (
+            vec![
+                "prebuilt".into(),
+                "--from".into(),
+                h200.display().to_string(),
+                "--format".into(),
+                "json".into(),
+            ],
+            true,
+        ),
+        (
+            "prebuilt --targets sm_86 --os macos --cpu arm64 --format json"
+                .split(' ')
+                .map(String::from)
+                .collect(),
+            false,
+        ),
+    ];
+    for (args, has_choice) in runs {
+        let out = common::gpuprobe().args(&args).output().unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(validate(&doc, &args.join(" ")), Document::Prebuilt);
+        assert_eq!(!doc["choice"].is_null(), has_choice, "{doc}");
+        assert_eq!(out.status.code(), Some(if has_choice { 0 } else { 1 }));
+    }
 }

@@ -59,7 +59,10 @@ pub fn run(a: &PrebuiltArgs) -> Result<i32> {
         None => Cpu::here().ok_or_else(|| {
             crate::Error::input(
                 "--cpu",
-                format!("this machine's CPU ({}) has no llama.cpp release asset", std::env::consts::ARCH),
+                format!(
+                    "this machine's CPU ({}) has no llama.cpp release asset",
+                    std::env::consts::ARCH
+                ),
                 "name the CPU the asset is for: --cpu x64 or --cpu arm64",
             )
         })?,
@@ -86,7 +89,8 @@ pub fn run(a: &PrebuiltArgs) -> Result<i32> {
             super::eprint(&super::detect::table(&report_owned));
             return Err(crate::Error::Environment {
                 message: "no GPU found to choose an asset for".into(),
-                fix: "declare the GPUs instead: gpuprobe prebuilt --targets gfx1100 (or sm_86)".into(),
+                fix: "declare the GPUs instead: gpuprobe prebuilt --targets gfx1100 (or sm_86)"
+                    .into(),
             }
             .into());
         }
@@ -159,18 +163,16 @@ pub fn run(a: &PrebuiltArgs) -> Result<i32> {
         build,
         driver,
     };
-    let mut advise =
-        |asset: &crate::prebuilt::table::Asset| advice::advise(&k, &devices, &evidence, os, wsl, build, asset);
+    let mut advise = |asset: &crate::prebuilt::table::Asset| {
+        advice::advise(&k, &devices, &evidence, os, wsl, build, asset)
+    };
     let mut outcome = choose(&table, &q, &mut advise)?;
     if outcome.choice.is_none() {
         outcome.build_instead = Some(build_instead(&origin, &devices, a.os, build));
     }
     match a.format {
         PrebuiltFormat::Text => print(&render::text(&outcome))?,
-        PrebuiltFormat::Json => print(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&outcome)?
-        ))?,
+        PrebuiltFormat::Json => print(&format!("{}\n", serde_json::to_string_pretty(&outcome)?))?,
         PrebuiltFormat::Url => match &outcome.choice {
             Some(c) => {
                 let mut s = format!("{}\n", c.url);

@@ -123,7 +123,9 @@ mod tests {
 
     #[test]
     fn machine_code_within_a_major_version_and_ptx_upward() {
-        let list = l("50-virtual;61-virtual;70-virtual;75-virtual;80-virtual;86-real;89-real;90-virtual;120a-real");
+        let list = l(
+            "50-virtual;61-virtual;70-virtual;75-virtual;80-virtual;86-real;89-real;90-virtual;120a-real",
+        );
         assert_eq!(cuda("sm_86", &list).unwrap().how, How::Native);
         assert_eq!(cuda("sm_89", &list).unwrap().code, "89-real");
         assert_eq!(

@@ -277,15 +277,21 @@ fn judge(
         }
         AssetBackend::Cuda => {
             let archs = t.cuda_archs(a, q.build);
-            let cuda = a.cuda.clone().unwrap_or_else(|| crate::version::Version::from_number(0));
+            let cuda = a
+                .cuda
+                .clone()
+                .unwrap_or_else(|| crate::version::Version::from_number(0));
             let support = driver::support(&q.driver, &cuda);
             for g in &unique {
                 if g.vendor != Some(Vendor::Nvidia) {
-                    return Err(format!("CUDA runs on NVIDIA GPUs only; {} is not one", g.arch));
+                    return Err(format!(
+                        "CUDA runs on NVIDIA GPUs only; {} is not one",
+                        g.arch
+                    ));
                 }
                 let Some(c) = coverage::cuda(&g.arch, &archs) else {
-                    let dropped = coverage::cc_of(&g.arch).is_some_and(|cc| cc < 75)
-                        && cuda.major() >= 13;
+                    let dropped =
+                        coverage::cc_of(&g.arch).is_some_and(|cc| cc < 75) && cuda.major() >= 13;
                     return Err(format!(
                         "no code for {}: compiled for {}{}",
                         g.arch,
@@ -303,7 +309,11 @@ fn judge(
                             "{} is covered only by PTX ({}), and a driver for CUDA {} cannot JIT-compile PTX from CUDA {} (minor-version compatibility runs machine code only; the error is \"the provided PTX was compiled with an unsupported toolchain\")",
                             g.arch,
                             c.code,
-                            q.driver.cuda.as_ref().map(|v| v.to_string()).unwrap_or_default(),
+                            q.driver
+                                .cuda
+                                .as_ref()
+                                .map(|v| v.to_string())
+                                .unwrap_or_default(),
                             cuda
                         ));
                     }
@@ -320,7 +330,10 @@ fn judge(
                 });
             }
             let driver_text = match (&q.driver.cuda, &q.driver.module) {
-                (Some(v), Some(m)) => format!("driver {m} (CUDA {v}{})", if q.driver.at_least { " or newer" } else { "" }),
+                (Some(v), Some(m)) => format!(
+                    "driver {m} (CUDA {v}{})",
+                    if q.driver.at_least { " or newer" } else { "" }
+                ),
                 (Some(v), None) => format!("the driver (CUDA {v})"),
                 _ => "the driver".into(),
             };
@@ -369,10 +382,12 @@ fn judge(
                     .map(|o| o.runs_as.as_str());
                 let Some(c) = coverage::amd(&g.arch, &a.gpu_targets, via) else {
                     let why_not = match (ov, q.os) {
-                        (Some(o), AssetOs::Windows) if a.gpu_targets.contains(&o.runs_as) => format!(
-                            "; HSA_OVERRIDE_GFX_VERSION (to run {} code) works only with ROCm on Linux",
-                            o.runs_as
-                        ),
+                        (Some(o), AssetOs::Windows) if a.gpu_targets.contains(&o.runs_as) => {
+                            format!(
+                                "; HSA_OVERRIDE_GFX_VERSION (to run {} code) works only with ROCm on Linux",
+                                o.runs_as
+                            )
+                        }
                         _ => String::new(),
                     };
                     return Err(format!(
@@ -403,16 +418,14 @@ fn judge(
     let advice = matches!(a.backend, AssetBackend::Cuda | AssetBackend::Hip)
         .then(|| advise(a))
         .flatten();
-    let pool = a.pool.map(|asset_pool| pool_check(asset_pool, advice.as_ref()));
+    let pool = a
+        .pool
+        .map(|asset_pool| pool_check(asset_pool, advice.as_ref()));
     let pool_differs = pool.as_ref().is_some_and(|p| p.agrees == Some(false));
     if pool_differs && let Some(p) = &pool {
         cautions.push(p.message.clone());
     }
-    let toolkit = a
-        .cuda
-        .as_ref()
-        .map(|v| v.major_minor())
-        .unwrap_or((0, 0));
+    let toolkit = a.cuda.as_ref().map(|v| v.major_minor()).unwrap_or((0, 0));
     let build = q.build;
     let c = Candidate {
         name: a.file_name(build),
@@ -453,7 +466,10 @@ fn pool_check(asset: Pool, advice: Option<&Advice>) -> PoolCheck {
     let agrees = advised.map(|p| p == asset);
     let reason = advice.map(|a| a.reason.as_str()).unwrap_or("");
     let message = match advised {
-        Some(p) if p == asset => format!("built with {}, as gpuprobe advises for these GPUs", name(asset)),
+        Some(p) if p == asset => format!(
+            "built with {}, as gpuprobe advises for these GPUs",
+            name(asset)
+        ),
         Some(p) => format!(
             "built with {}; gpuprobe advises {} for these GPUs ({reason}); `gpuprobe cmake-flags` builds one that way",
             name(asset),
@@ -462,7 +478,11 @@ fn pool_check(asset: Pool, advice: Option<&Advice>) -> PoolCheck {
         None => format!(
             "built with {}; gpuprobe has no advice to compare{}",
             name(asset),
-            if reason.is_empty() { String::new() } else { format!(" ({reason})") }
+            if reason.is_empty() {
+                String::new()
+            } else {
+                format!(" ({reason})")
+            }
         ),
     };
     PoolCheck {
@@ -503,7 +523,11 @@ fn next_step(q: &Query, c: &Candidate) -> String {
         None => format!(
             "unpack {}{}",
             c.name,
-            if dir == "DIR/" { " into a folder (DIR)" } else { "" }
+            if dir == "DIR/" {
+                " into a folder (DIR)"
+            } else {
+                ""
+            }
         ),
     };
     format!(

@@ -23,7 +23,13 @@ fn gpus_text(gpus: &[String]) -> String {
         }
     }
     seen.iter()
-        .map(|(n, c)| if *c > 1 { format!("{c}x {n}") } else { (*n).clone() })
+        .map(|(n, c)| {
+            if *c > 1 {
+                format!("{c}x {n}")
+            } else {
+                (*n).clone()
+            }
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -31,7 +37,12 @@ fn gpus_text(gpus: &[String]) -> String {
 fn candidate(out: &mut String, c: &Candidate) {
     let _ = writeln!(out, "  {}", c.url);
     if let Some(comp) = &c.companion {
-        let _ = writeln!(out, "  with {} (the runtime libraries: {})", comp.name, c.bundles.join(", "));
+        let _ = writeln!(
+            out,
+            "  with {} (the runtime libraries: {})",
+            comp.name,
+            c.bundles.join(", ")
+        );
         let _ = writeln!(out, "  {}", comp.url);
     }
     let _ = writeln!(out, "why it fits:");

@@ -314,7 +314,9 @@ mod tests {
         let t = AssetTable::bundled().unwrap();
         assert!(t.first_build() <= 4000);
         assert!(t.newest_sample() >= 11434);
-        for b in [4000, 4447, 5000, 5763, 8475, 9361, 10356, 10798, 11104, 11434] {
+        for b in [
+            4000, 4447, 5000, 5763, 8475, 9361, 10356, 10798, 11104, 11434,
+        ] {
             let at = t.era_at(b).unwrap();
             assert!(at.era.assets_at(b).count() > 3, "b{b}");
         }

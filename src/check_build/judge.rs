@@ -578,24 +578,19 @@ fn plan_for(
                 mode: m.mode,
             },
             // No device of this backend here (or not probed): plan for the build's own devices.
+            // They are the GPUs one process saw: one machine, one build for all of them.
             _ => {
-                let mut archs: Vec<String> = Vec::new();
-                for d in f
+                let archs: Vec<String> = f
                     .devices
                     .iter()
                     .filter(|d| d.backend == backend_name.unwrap_or(""))
-                {
-                    if let Some(a) = &d.arch
-                        && k.targets.get(a).is_some()
-                        && !archs.contains(a)
-                    {
-                        archs.push(a.clone());
-                    }
-                }
+                    .filter_map(|d| d.arch.clone())
+                    .filter(|a| k.targets.get(a).is_some())
+                    .collect();
                 if archs.is_empty() {
                     return None;
                 }
-                Devices::Declared(archs)
+                Devices::Machine(archs)
             }
         };
         let req = Request {

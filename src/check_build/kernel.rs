@@ -15,9 +15,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FaultKind {
-    /// The translation found a page-table entry whose permission bits refused the access
-    /// (PERMISSION_FAULTS set, no MAPPING_ERROR); what the field bits mean in detail is not
-    /// claimed here.
+    /// PERMISSION_FAULTS set, no MAPPING_ERROR. On gfx10 and later an access to an unmapped
+    /// address (even 0x0) reports this too, so it says nothing about whether the page was mapped.
     Permission,
     /// The address could not be translated (MAPPING_ERROR set): not mapped, or freed.
     Mapping,
@@ -184,7 +183,7 @@ impl AmdFault {
             .unwrap_or_default();
         match self.kind {
             Some(FaultKind::Permission) => format!(
-                "{status}permission fault (PERMISSION_FAULTS 0x{:x}, no MAPPING_ERROR): the address translated, but its page-table entry did not permit {access}{client}",
+                "{status}permission fault (PERMISSION_FAULTS 0x{:x}, no MAPPING_ERROR) on {access}{client}; on gfx10 and later an access to an unmapped address (even 0x0) reads this way too, so it does not tell a mapped page from an unmapped one",
                 self.permission_faults.unwrap_or(0)
             ),
             Some(FaultKind::Mapping) => format!(

@@ -13,7 +13,9 @@ pub mod exercise;
 pub mod judge;
 pub mod kernel;
 pub mod named_targets;
+pub mod open_world;
 pub mod parse;
+mod pattern;
 pub mod runner;
 pub mod signatures;
 pub mod text;
@@ -201,6 +203,7 @@ pub fn check_corpus(
         binary_dir: opts.binary_dir.clone(),
     });
     let mut findings = judged.findings;
+    findings.extend(unrecognised(corpus, &hits, opts.signatures));
     findings.append(&mut extra);
     name_quirks(&mut findings, opts.knowledge);
     findings.sort_by_key(|f| std::cmp::Reverse(f.level));
@@ -245,6 +248,28 @@ pub fn check_corpus(
         findings,
         summary,
     }
+}
+
+/// Failure-looking lines that no signature claims (see [`open_world`]).
+fn unrecognised(
+    corpus: &corpus::Corpus,
+    hits: &[signatures::Hit],
+    table: &signatures::SignatureTable,
+) -> Vec<Finding> {
+    let mut claimed = std::collections::BTreeSet::new();
+    let mut recognised = Vec::new();
+    for h in hits {
+        for n in 0..h.quotes.len().max(1) {
+            claimed.insert(corpus::At {
+                input: h.at.input,
+                line: h.at.line + n,
+            });
+        }
+        if table.rows[h.row].spec.class != signatures::Class::Fact {
+            recognised.push(h.at);
+        }
+    }
+    table.open_world.findings(corpus, &claimed, &recognised)
 }
 
 /// The build number judged: `--llama-build`, else what the output says.

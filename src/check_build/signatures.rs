@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use super::corpus::{At, Corpus, Quote};
 use super::judge::Level;
 use super::kernel::{self, AmdFault, FaultKind};
+use super::open_world;
+use super::pattern::compile;
 use crate::error::{Error, Result};
 use crate::quirks::Quirk;
 use crate::report::Vendor;
@@ -20,6 +22,8 @@ use crate::report::Vendor;
 struct SignatureFile {
     #[serde(default)]
     signature: Vec<Spec>,
+    #[serde(default)]
+    open_world: open_world::Spec,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -151,6 +155,8 @@ pub struct Signature {
 #[derive(Debug, Clone, Default)]
 pub struct SignatureTable {
     pub rows: Vec<Signature>,
+    /// What a failure-looking line that no row claims is named as.
+    pub open_world: open_world::Rules,
 }
 
 /// One place a signature was found.
@@ -192,11 +198,11 @@ impl SignatureTable {
                 fix: fix.to_string(),
             };
             check_shape(&spec, &mut seen, &at)?;
-            let compile = |field: &str, list: &[String]| -> Result<Vec<Regex>> {
+            let compile_all = |field: &str, list: &[String]| -> Result<Vec<Regex>> {
                 list.iter()
                     .enumerate()
                     .map(|(i, p)| {
-                        Regex::new(p).map_err(|e| {
+                        compile(p).map_err(|e| {
                             at(
                                 format!("field `{field}`[{i}] is not a valid regex: {e}"),
                                 "fix the regex (Rust regex syntax; write it in single quotes so backslashes stay literal)",
@@ -205,8 +211,8 @@ impl SignatureTable {
                     })
                     .collect()
             };
-            let patterns = compile("match", &spec.patterns)?;
-            let near = compile("near", &spec.near)?;
+            let patterns = compile_all("match", &spec.patterns)?;
+            let near = compile_all("near", &spec.near)?;
             check_sources(&spec, &at)?;
             check_explains(&spec, quirks, &at)?;
             rows.push(Signature {
@@ -234,7 +240,13 @@ impl SignatureTable {
                 }
             }
         }
-        Ok(SignatureTable { rows })
+        let open_world = open_world::Rules::load(file.open_world).map_err(|e| Error::Input {
+            input: origin.to_string(),
+            line: None,
+            message: format!("field `{}`: {}", e.field, e.message),
+            fix: "fix the open-world rule (Rust regex syntax, in single quotes)".into(),
+        })?;
+        Ok(SignatureTable { rows, open_world })
     }
 
     pub fn get(&self, id: &str) -> Option<&Signature> {

@@ -450,6 +450,9 @@ pub struct CheckBuildArgs {
     /// Print findings as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Write out every "may apply" note (folded into one line by default; the JSON has them all).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
     #[command(flatten)]
     pub probe: ProbeArgs,
 }

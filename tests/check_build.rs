@@ -895,7 +895,9 @@ fn unknown_text_reports_what_was_not_found() {
         &[],
     );
     assert!(has(&r, "nothing-recognised"));
-    assert_eq!(r.summary.exit_code, 0);
+    // A crash line that no signature explains is named, and the verdict is not "no problems".
+    assert!(has(&r, "unrecognised-process"));
+    assert_eq!(r.summary.exit_code, 1);
     let what: Vec<&str> = r.not_found.iter().map(|m| m.what.as_str()).collect();
     assert!(what.iter().any(|w| w.contains("version")), "{what:?}");
     assert!(what.iter().any(|w| w.contains("system_info")), "{what:?}");

@@ -186,7 +186,10 @@ fn assert_one_voice(r: &CheckReport) {
             );
         }
         let fix = f.fix.as_deref().unwrap_or("");
-        for token in fix.split([' ', ';', '(', ')', ',']) {
+        // A `;` inside a -D value separates list entries (GPU_TARGETS=gfx1201;gfx1103); one that
+        // ends a token separates fixes.
+        for token in fix.split([' ', '(', ')', ',']) {
+            let token = token.trim_end_matches(';');
             if token.starts_with("-D") && token.contains('=') {
                 assert!(
                     in_plan(token),

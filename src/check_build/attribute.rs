@@ -711,7 +711,8 @@ fn symptom_fix(
                         })
                         .cloned()
                         .collect();
-                    rebuild(g, &archs, &scene.input.script_hint, &mut part)
+                    rebuild(g, &archs, &scene.input.script_hint, &mut part);
+                    hide_instead(scene, subject, &mut part);
                 }
                 None => part.text.push(format!(
                     "rebuild for this machine's GPUs: {}",
@@ -742,6 +743,32 @@ fn symptom_fix(
         fix.env.extend(part.env);
     }
     fix
+}
+
+/// The other way out when one process sees several GPUs and the failure is on one of them: keep
+/// the build and hide that GPU from the process (the rebuild above covers every GPU it sees).
+fn hide_instead(scene: &Scene<'_>, subject: Option<&Subject>, fix: &mut Fix) {
+    let Some(s) = subject.filter(|s| s.index.is_some()) else {
+        return;
+    };
+    let keep: Vec<String> = scene
+        .subjects
+        .iter()
+        .filter(|o| o.index.is_some() && o.index != s.index)
+        .filter_map(|o| o.index.map(|i| i.to_string()))
+        .collect();
+    if keep.is_empty() {
+        return;
+    }
+    let var = match s.vendor {
+        Vendor::Amd => "HIP_VISIBLE_DEVICES",
+        _ => "CUDA_VISIBLE_DEVICES",
+    };
+    fix.text.push(format!(
+        "or keep this build and hide {} from the process: export {var}={}",
+        s.label,
+        keep.join(",")
+    ));
 }
 
 /// What one failure shows, for judging the quirks it may be a symptom of.
@@ -992,7 +1019,12 @@ fn quirk_finding(
     if flags.all_set && e.env.is_empty() {
         level = Level::Info;
     }
-    level = env_advice(input, q, level, &mut fix);
+    let others: Vec<&Subject> = scene
+        .subjects
+        .iter()
+        .filter(|o| !subjects.iter().any(|s| s.label == o.label))
+        .collect();
+    level = env_advice(input, q, level, (subjects, &others), &mut fix);
     // Conditions alone, for a quirk whose symptom a log would show: a note.
     if symptom_bearing(scene.input.signatures, &q.id) && level > Level::Info {
         level = Level::Info;
@@ -1111,8 +1143,44 @@ fn quirk_flags(scene: &Scene<'_>, q: &Quirk) -> QuirkFlags {
 
 /// The quirk's run-time environment advice, added to `fix`; returns the finding's level (info
 /// once the variable is set here, or when it is advice for some runs only).
-fn env_advice(input: &Input<'_>, q: &Quirk, mut level: Level, fix: &mut Fix) -> Level {
+/// The quirk's runtime variables. A variable holds for the whole process, so where the process
+/// also drives GPUs the quirk does not match (a dGPU next to the APU it is for), the advice is a
+/// process of its own for the matching GPUs, never the variable in the shared one.
+fn env_advice(
+    input: &Input<'_>,
+    q: &Quirk,
+    mut level: Level,
+    (subjects, others): (&[&Subject], &[&Subject]),
+    fix: &mut Fix,
+) -> Level {
     let e = &q.effect;
+    if !e.env.is_empty() && !others.is_empty() {
+        let indices: Vec<String> = subjects
+            .iter()
+            .filter_map(|s| s.index.map(|i| i.to_string()))
+            .collect();
+        let vars: Vec<String> = e
+            .env
+            .iter()
+            .map(|(n, v)| format!("{n}={}", sh_quote(v)))
+            .collect();
+        let other_names: Vec<&str> = others.iter().map(|s| s.label.as_str()).collect();
+        let visible = if indices.is_empty() || indices.len() != subjects.len() {
+            "a process that sees only those GPUs (HIP_VISIBLE_DEVICES for ROCm, CUDA_VISIBLE_DEVICES for CUDA)".to_string()
+        } else {
+            let list = indices.join(",");
+            format!(
+                "a process of their own: HIP_VISIBLE_DEVICES={list} (ROCm) or CUDA_VISIBLE_DEVICES={list} (CUDA)"
+            )
+        };
+        fix.text.push(format!(
+            "not in this process: {} applies to every GPU the process sees, and {} is not one it is for; only in {visible}, with {}",
+            vars.join(" "),
+            other_names.join(", "),
+            vars.join(" ")
+        ));
+        return level;
+    }
     for (name, value) in &e.env {
         let when = e
             .env_when

@@ -587,10 +587,11 @@ fn plan_for(
                     .filter_map(|d| d.arch.clone())
                     .filter(|a| k.targets.get(a).is_some())
                     .collect();
-                if archs.is_empty() {
-                    return None;
+                match archs.len() {
+                    0 => return None,
+                    1 => Devices::Declared(archs),
+                    _ => Devices::Machine(archs),
                 }
-                Devices::Machine(archs)
             }
         };
         let req = Request {

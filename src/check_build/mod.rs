@@ -7,6 +7,7 @@
 
 mod attribute;
 pub mod binary;
+pub mod cmake_unused;
 pub mod corpus;
 pub mod elf;
 pub mod exercise;
@@ -197,16 +198,28 @@ pub fn check_corpus(
         machine: opts.machine.clone(),
         os: opts.os,
         env_set: opts.env_set.clone(),
-        script_hint,
+        script_hint: script_hint.clone(),
         corpus,
         hits: &hits,
         binary_dir: opts.binary_dir.clone(),
     });
     let mut findings = judged.findings;
     findings.extend(unrecognised(corpus, &hits, opts.signatures));
+    findings.extend(cmake_unused::findings(
+        corpus,
+        &opts.signatures.unused_variables,
+        &opts.knowledge.options,
+        &crate::llama::LlamaTarget {
+            build: number.value,
+            source: number.source.to_string(),
+            checkout: None,
+        },
+        backend.as_deref().and_then(judge::backend_of),
+        &script_hint,
+    ));
     findings.append(&mut extra);
     name_quirks(&mut findings, opts.knowledge);
-    findings.sort_by_key(|f| std::cmp::Reverse(f.level));
+    rank(&mut findings);
     let count = |l: Level| findings.iter().filter(|f| f.level == l).count();
     let (errors, warnings, infos) = (
         count(Level::Error),
@@ -248,6 +261,20 @@ pub fn check_corpus(
         findings,
         summary,
     }
+}
+
+/// The decisive finding first: confirmed problems (errors, then warnings), then the failures no
+/// signature explains, then notes; within each, the order the stages found them in.
+pub fn rank(findings: &mut [Finding]) {
+    findings.sort_by_key(|f| {
+        let unrecognised = f.id.starts_with("unrecognised-");
+        (std::cmp::Reverse(f.level), unrecognised, may_apply(f))
+    });
+}
+
+/// A note that a quirk may apply (its conditions only, some unknown): folded in the human report.
+fn may_apply(f: &Finding) -> bool {
+    f.level == Level::Info && f.id.starts_with("quirk-") && f.title.contains(" may apply: ")
 }
 
 /// Failure-looking lines that no signature claims (see [`open_world`]).
@@ -434,8 +461,17 @@ fn yes_no(b: Option<bool>) -> &'static str {
     }
 }
 
-/// The human report.
+/// The human report, with the "may apply" notes folded into one line (see [`render_verbose`]).
 pub fn render(r: &CheckReport) -> String {
+    render_with(r, false)
+}
+
+/// The human report with every note written out.
+pub fn render_verbose(r: &CheckReport) -> String {
+    render_with(r, true)
+}
+
+fn render_with(r: &CheckReport, verbose: bool) -> String {
     let mut o = String::new();
     o.push_str(&format!(
         "gpuprobe check-build: {} ({})\n",
@@ -527,7 +563,7 @@ pub fn render(r: &CheckReport) -> String {
 
     render_machine(r, &mut o);
 
-    render_findings(r, &mut o);
+    render_findings(r, verbose, &mut o);
     let s = &r.summary;
     o.push_str(&format!(
         "\n{} error(s), {} warning(s), {} info: {}\n",
@@ -540,6 +576,18 @@ pub fn render(r: &CheckReport) -> String {
             "problems found (exit 1)"
         }
     ));
+    if let Some(first) = r.findings.first().filter(|f| f.level > Level::Info) {
+        let at = first
+            .evidence
+            .first()
+            .map(|q| format!(" ({}:{})", q.input, q.line))
+            .unwrap_or_default();
+        o.push_str(&format!(
+            "decisive: {} {}{at}\n",
+            first.level.as_str(),
+            first.title
+        ));
+    }
     // Device names, versions and features come from the build's output: nothing from it reaches
     // the terminal un-neutralised.
     o.lines().map(|l| text::neutralise(l) + "\n").collect()
@@ -629,12 +677,17 @@ fn render_machine(r: &CheckReport, o: &mut String) {
 }
 
 /// The findings, each with the lines it rests on, why, the fix and its quirks.
-fn render_findings(r: &CheckReport, o: &mut String) {
+fn render_findings(r: &CheckReport, verbose: bool, o: &mut String) {
     o.push_str("\nfindings\n");
     if r.findings.is_empty() {
         o.push_str("  none\n");
     }
-    for f in &r.findings {
+    let folded: Vec<&Finding> = r
+        .findings
+        .iter()
+        .filter(|f| !verbose && may_apply(f))
+        .collect();
+    for f in r.findings.iter().filter(|f| verbose || !may_apply(f)) {
         o.push_str(&format!("  {:<8} {}", f.level.as_str(), f.title));
         if !f.devices.is_empty() {
             o.push_str(&format!(" [{}]", f.devices.join("; ")));
@@ -657,6 +710,17 @@ fn render_findings(r: &CheckReport, o: &mut String) {
                 f.quirks.join(", ")
             ));
         }
+    }
+    if !folded.is_empty() {
+        let ids: Vec<&str> = folded
+            .iter()
+            .flat_map(|f| f.quirks.iter().map(String::as_str))
+            .collect();
+        o.push_str(&format!(
+            "  info     {} more quirk(s) may apply, their conditions partly unknown: {} (--verbose or --json lists them)\n",
+            folded.len(),
+            ids.join(", ")
+        ));
     }
 }
 

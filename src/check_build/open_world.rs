@@ -26,6 +26,8 @@ pub struct Spec {
     #[serde(default)]
     pub aftermath: usize,
     #[serde(default)]
+    pub preamble: usize,
+    #[serde(default)]
     pub component: Vec<ComponentSpec>,
 }
 
@@ -54,6 +56,7 @@ pub struct Component {
 pub struct Rules {
     benign: Vec<Regex>,
     aftermath: usize,
+    preamble: usize,
     pub components: Vec<Component>,
 }
 
@@ -104,6 +107,7 @@ impl Rules {
         Ok(Rules {
             benign,
             aftermath: spec.aftermath.min(200),
+            preamble: spec.preamble.min(20),
             components,
         })
     }
@@ -165,10 +169,14 @@ impl Rules {
         out
     }
 
+    /// Within `aftermath` lines after a recognised failure, or `preamble` lines before it (the
+    /// op that failed and the abort's own line, which llama.cpp prints around its error line).
     fn in_aftermath(&self, at: At, recognised: &[At]) -> bool {
-        recognised
-            .iter()
-            .any(|r| r.input == at.input && r.line < at.line && at.line - r.line <= self.aftermath)
+        recognised.iter().any(|r| {
+            r.input == at.input
+                && ((r.line < at.line && at.line - r.line <= self.aftermath)
+                    || (at.line < r.line && r.line - at.line <= self.preamble))
+        })
     }
 
     fn finding(&self, corpus: &Corpus, input: usize, c: &Component, lines: &[usize]) -> Finding {

@@ -8,6 +8,7 @@ use regex::Regex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::cmake_unused::UnusedVariable;
 use super::corpus::{At, Corpus, Quote};
 use super::judge::Level;
 use super::kernel::{self, AmdFault, FaultKind};
@@ -24,6 +25,8 @@ struct SignatureFile {
     signature: Vec<Spec>,
     #[serde(default)]
     open_world: open_world::Spec,
+    #[serde(default)]
+    unused_variable: Vec<UnusedVariable>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -157,6 +160,8 @@ pub struct SignatureTable {
     pub rows: Vec<Signature>,
     /// What a failure-looking line that no row claims is named as.
     pub open_world: open_world::Rules,
+    /// What CMake's unused variables were meant to do.
+    pub unused_variables: Vec<UnusedVariable>,
 }
 
 /// One place a signature was found.
@@ -246,7 +251,26 @@ impl SignatureTable {
             message: format!("field `{}`: {}", e.field, e.message),
             fix: "fix the open-world rule (Rust regex syntax, in single quotes)".into(),
         })?;
-        Ok(SignatureTable { rows, open_world })
+        if let Some(u) = file
+            .unused_variable
+            .iter()
+            .find(|u| u.sources.is_empty() || u.sources.iter().any(|s| !s.starts_with("https://")))
+        {
+            return Err(Error::Input {
+                input: origin.to_string(),
+                line: None,
+                message: format!(
+                    "unused_variable `{}`: `sources` must be https URLs, at least one",
+                    u.name
+                ),
+                fix: "cite where the option's history is documented".into(),
+            });
+        }
+        Ok(SignatureTable {
+            rows,
+            open_world,
+            unused_variables: file.unused_variable,
+        })
     }
 
     pub fn get(&self, id: &str) -> Option<&Signature> {

@@ -193,7 +193,11 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
     if a.json {
         super::print_json(&json)?;
     } else {
-        print(&check_build::render(&report))?;
+        print(&if a.verbose {
+            check_build::render_verbose(&report)
+        } else {
+            check_build::render(&report)
+        })?;
     }
     Ok(report.summary.exit_code)
 }

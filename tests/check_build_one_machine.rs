@@ -20,7 +20,7 @@ use gpuprobe::report::{
 };
 
 const LOG: &str =
-    "tests/fixtures/llama-logs/b11434-format-gfx1201-gfx1103-invalid-device-function.txt";
+    "tests/fixtures/synthetic/b11434-format-gfx1201-gfx1103-invalid-device-function.txt";
 
 fn judge(machine: Option<&Report>) -> CheckReport {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(LOG);

@@ -111,6 +111,9 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
         .and_then(|r| r.devices.first())
         .and_then(|d| d.driver_version.as_deref())
         .and_then(|s| s.parse().ok());
+    let kernel = report
+        .and_then(|r| r.host.kernel.as_deref())
+        .and_then(Version::of_kernel);
     let (multi_gpu, igpu_with_dgpu) = machine_traits(k, mode, &units, report, backend);
     let peer_problem = report.map(|r| {
         r.peers
@@ -124,6 +127,7 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
         build,
         runtime,
         driver,
+        kernel,
         multi_gpu,
         igpu_with_dgpu,
         peer_problem,
@@ -177,6 +181,8 @@ struct Scope<'a> {
     /// The runtime quirks are judged against: measured, else the toolkit given.
     runtime: Option<Version>,
     driver: Option<Version>,
+    /// The Linux kernel of the measured machine (unknown for declared targets).
+    kernel: Option<Version>,
     multi_gpu: Option<bool>,
     igpu_with_dgpu: Option<bool>,
     peer_problem: Option<bool>,
@@ -202,6 +208,7 @@ fn plan_unit(s: &Scope<'_>, u: &Unit<'_>, acc: &mut PlanNotes) -> Planned {
         } else {
             Some(build)
         },
+        kernel: s.kernel.as_ref(),
         apu: u.apu,
         multi_gpu: s.multi_gpu,
         igpu_with_dgpu: s.igpu_with_dgpu,

@@ -56,6 +56,27 @@ impl Version {
 }
 
 impl Version {
+    /// The release numbers of a Linux kernel as `uname -r` prints it (`6.18.3-arch1-1`,
+    /// `7.0.0-28-generic`, `6.8.0-45-generic`): the leading dotted numbers, at most three.
+    /// `None` when the text does not start with `major.minor`.
+    pub fn of_kernel(release: &str) -> Option<Version> {
+        let head: String = release
+            .trim()
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .take(32)
+            .collect();
+        let nums: Vec<&str> = head
+            .split('.')
+            .filter(|p| !p.is_empty())
+            .take(3)
+            .collect();
+        if nums.len() < 2 {
+            return None;
+        }
+        nums.join(".").parse().ok()
+    }
+
     /// The pre-release tag and its number (`a`, 20260608 for `7.14.0a20260608`).
     pub fn pre(&self) -> Option<(&str, u64)> {
         self.pre.as_ref().map(|(t, n)| (t.as_str(), *n))

@@ -66,6 +66,7 @@ impl Scene<'_> {
             runtime: self.runtime.as_ref(),
             driver: s.driver.as_ref(),
             llama_build: build,
+            kernel: None,
             apu: s.apu,
             multi_gpu: self.multi_gpu,
             igpu_with_dgpu: self.igpu_with_dgpu,

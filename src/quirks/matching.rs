@@ -89,6 +89,8 @@ pub struct Context<'a> {
     pub runtime: Option<&'a Version>,
     pub driver: Option<&'a Version>,
     pub llama_build: Option<u64>,
+    /// The Linux kernel (from a measured report; unknown for declared targets).
+    pub kernel: Option<&'a Version>,
     pub apu: Option<bool>,
     pub multi_gpu: Option<bool>,
     pub igpu_with_dgpu: Option<bool>,
@@ -108,6 +110,7 @@ pub enum Field {
     Runtime,
     Driver,
     LlamaBuild,
+    Kernel,
     Apu,
     MultiGpu,
     IgpuWithDgpu,
@@ -127,6 +130,7 @@ impl Field {
             Field::Runtime => "runtime",
             Field::Driver => "driver",
             Field::LlamaBuild => "llama.cpp build",
+            Field::Kernel => "linux kernel",
             Field::Apu => "apu",
             Field::MultiGpu => "multi-gpu",
             Field::IgpuWithDgpu => "igpu next to dgpu",
@@ -294,6 +298,27 @@ impl Match {
                 None => format!("{shown} in \"{range}\""),
             };
             check(field, t, detail);
+        }
+        if self.kernel.is_some() || fix.is_some_and(|f| f.kernel.is_some()) {
+            let fixed = fix.and_then(|f| f.kernel.as_ref());
+            let range = self.kernel.as_ref();
+            // A kernel condition is about Linux: on another OS it does not hold.
+            let t = match (ctx.os, ctx.kernel) {
+                (Some(os), _) if os != Os::Linux => Tri::No,
+                (_, None) => Tri::Unknown,
+                (_, Some(v)) => {
+                    Tri::of(range.is_none_or(|r| r.contains(v)) && fixed.is_none_or(|f| v < f))
+                }
+            };
+            let shown = ctx
+                .kernel
+                .map_or_else(|| "unknown".to_string(), |v| v.to_string());
+            let range = range.map_or_else(|| ":".to_string(), |r| r.to_string());
+            let detail = match fixed {
+                Some(f) => format!("{shown} in \"{range}\", fixed in {f}"),
+                None => format!("{shown} in \"{range}\""),
+            };
+            check(Field::Kernel, t, detail);
         }
         drop(check);
         conditions

@@ -102,6 +102,25 @@ pub struct Quirk {
     /// The first fixed versions and the source of the fix; absent: no fix known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed_in: Option<FixedIn>,
+    /// The architectures and OSes the sources report the problem on. A record whose `match`
+    /// names more than this must say so in `extrapolated` (`tests/knowledge.rs` checks it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen: Option<Seen>,
+    /// What of the record's scope is inferred rather than reported (the same mechanism on a
+    /// neighbouring architecture, say). Such a record may not deny VMM outright nor refuse, and
+    /// its confidence is at most `medium`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extrapolated: Option<String>,
+}
+
+/// Where the sources report a problem: architectures (target names or family tokens) and OSes.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Seen {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub archs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub os: Vec<Os>,
 }
 
 /// Conditions, all of which must hold. An absent condition always holds.
@@ -124,6 +143,10 @@ pub struct Match {
     /// llama.cpp build numbers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llama_builds: Option<VersionRange>,
+    /// Linux kernel versions (`uname -r`, numbers only: `6.18.3-arch1` is 6.18.3). Known only
+    /// from a measured report; a record with it never matches on another OS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<VersionRange>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub apu: Option<bool>,
     /// More than one GPU of this vendor will be used together.
@@ -198,6 +221,9 @@ pub struct FixedIn {
     /// First llama.cpp build without the problem.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llama_build: Option<u64>,
+    /// First Linux kernel without the problem.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<Version>,
     /// https URLs where the fix is documented (the fix itself, or a report that it is fixed).
     #[serde(default)]
     pub sources: Vec<String>,
@@ -219,6 +245,9 @@ impl FixedIn {
         }
         if let Some(b) = self.llama_build {
             parts.push(format!("llama.cpp build {b}"));
+        }
+        if let Some(v) = &self.kernel {
+            parts.push(format!("Linux {v}"));
         }
         parts.join(", ")
     }
@@ -315,6 +344,7 @@ impl QuirkFile {
                 ));
             }
             check_fix_bound(q).map_err(|(message, fix)| at(message, fix))?;
+            check_extrapolated(q).map_err(|(message, fix)| at(message, fix))?;
             if q.contested
                 && (q.effect.vmm.is_some() || !q.effect.set.is_empty() || q.effect.refuse.is_some())
             {
@@ -347,6 +377,7 @@ impl Quirk {
             ("runtime", self.when.runtime.as_ref()),
             ("driver", self.when.driver.as_ref()),
             ("llama_builds", self.when.llama_builds.as_ref()),
+            ("kernel", self.when.kernel.as_ref()),
         ]
         .into_iter()
         .filter_map(|(n, r)| r.filter(|r| r.max.is_some()).map(|r| (n, r)))
@@ -359,10 +390,11 @@ impl Quirk {
 /// measured locally (`measured_on`) are scoped to the runtime they were measured with instead.
 fn check_fix_bound(q: &Quirk) -> std::result::Result<(), (String, &'static str)> {
     if let Some(f) = &q.fixed_in {
-        if f.runtime.is_none() && f.driver.is_none() && f.llama_build.is_none() {
+        if f.runtime.is_none() && f.driver.is_none() && f.llama_build.is_none() && f.kernel.is_none()
+        {
             return Err((
                 format!("quirk `{}`: `fixed_in` names no fixed version", q.id),
-                "give fixed_in.runtime, fixed_in.driver or fixed_in.llama_build",
+                "give fixed_in.runtime, fixed_in.driver, fixed_in.llama_build or fixed_in.kernel",
             ));
         }
         if f.sources.is_empty() {
@@ -391,6 +423,9 @@ fn check_fix_bound(q: &Quirk) -> std::result::Result<(), (String, &'static str)>
                 .is_some_and(|v| below_min(q.when.driver.as_ref(), v))
             || f.llama_build
                 .is_some_and(|b| below_min(q.when.llama_builds.as_ref(), &Version::from_number(b)))
+            || f.kernel
+                .as_ref()
+                .is_some_and(|v| below_min(q.when.kernel.as_ref(), v))
         {
             return Err((
                 format!(
@@ -411,6 +446,41 @@ fn check_fix_bound(q: &Quirk) -> std::result::Result<(), (String, &'static str)>
                 q.id
             ),
             "a range ends at the first fixed version: write it open-ended (\"min:\") and, if a fix is known, give it as fixed_in with its sources",
+        ));
+    }
+    Ok(())
+}
+
+/// A record whose scope is partly inferred (`extrapolated`) may warn and may keep VMM off until
+/// evidence lifts it, but may not deny outright, refuse, or claim more than medium confidence:
+/// a deny is for what was seen.
+fn check_extrapolated(q: &Quirk) -> std::result::Result<(), (String, &'static str)> {
+    let Some(text) = &q.extrapolated else {
+        return Ok(());
+    };
+    if text.trim().is_empty() {
+        return Err((
+            format!("quirk `{}`: `extrapolated` is empty", q.id),
+            "say what of the scope is inferred, or remove the field",
+        ));
+    }
+    if q.effect.vmm == Some(VmmEffect::Deny) || q.effect.refuse.is_some() {
+        return Err((
+            format!(
+                "quirk `{}` is extrapolated but denies VMM outright or refuses the plan",
+                q.id
+            ),
+            "an inferred scope may warn or use deny-unless-smoke-pass / deny-unless-workload-pass; split the seen part into its own record for a deny",
+        ));
+    }
+    if q.confidence > Confidence::Medium {
+        return Err((
+            format!(
+                "quirk `{}` is extrapolated but has confidence `{}`",
+                q.id,
+                q.confidence.as_str()
+            ),
+            "an inferred scope has confidence medium or lower",
         ));
     }
     Ok(())
@@ -497,6 +567,7 @@ fn unsafe_field(q: &Quirk) -> Option<(String, String)> {
         ("effect.warn", q.effect.warn.as_ref()),
         ("effect.refuse", q.effect.refuse.as_ref()),
         ("measured_on", q.measured_on.as_ref()),
+        ("extrapolated", q.extrapolated.as_ref()),
     ];
     for (field, text) in texts {
         if text.is_some_and(|t| control(t)) {
@@ -510,6 +581,7 @@ fn unsafe_field(q: &Quirk) -> Option<(String, String)> {
         .archs
         .iter()
         .chain(&q.when.env_set)
+        .chain(q.seen.iter().flat_map(|s| &s.archs))
         .chain(&q.sources)
         .chain(q.fixed_in.iter().flat_map(|f| &f.sources))
         .find(|t| control(t))

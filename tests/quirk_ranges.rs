@@ -131,15 +131,17 @@ const ROWS: &[Row] = &[
     row("Q7-linux-kernel", m("gfx906,gfx906"), L, Some("6.3"), B, Applies),
     row("Q7-linux-kernel", m("gfx906"), L, Some("6.3"), B, Absent),
     row("Q7-linux-kernel", m("gfx1030,gfx1030"), L, Some("6.3"), B, Absent),
-    // Q11 / Q11-gtt: the kernel decides which path; unknown kernel, both could apply.
+    // Q11 / Q11-gtt: unified memory works on every kernel (Q11); the GTT alternative exists
+    // from Linux 6.10 (Q11-gtt), could apply when the kernel is unknown.
     row("Q11", apu("gfx1151", Some("6.8.0-45-generic")), L, Some("7.2"), 9826, Applies),
-    row("Q11", apu("gfx1151", Some("6.10.0")), L, Some("7.2"), 9826, Absent),
+    row("Q11", apu("gfx1151", Some("6.10.0")), L, Some("7.2"), 9826, Applies),
     row("Q11-gtt", apu("gfx1151", Some("6.8.0-45-generic")), L, Some("7.2"), 9826, Absent),
+    row("Q11-gtt", apu("gfx1151", Some("6.9.12")), L, Some("7.2"), 9826, Absent),
     row("Q11-gtt", apu("gfx1151", Some("6.10.0")), L, Some("7.2"), 9826, Applies),
     row("Q11-gtt", apu("gfx1151", Some("7.0.0-28-generic")), L, Some("7.2"), 9826, Applies),
-    row("Q11", apu("gfx1151", None), L, Some("7.2"), 9826, Possible),
     row("Q11-gtt", apu("gfx1151", None), L, Some("7.2"), 9826, Possible),
-    row("Q11", t("gfx1151"), L, Some("7.2"), 9826, Possible),
+    row("Q11-gtt", t("gfx1151"), L, Some("7.2"), 9826, Possible),
+    row("Q11-gtt", t("gfx1151"), W, Some("7.1"), 9826, Absent),
     row("Q11", dgpu("gfx1100", Some("6.8.0")), L, Some("7.2"), 9826, Absent),
     row("Q11-gtt", dgpu("gfx1100", Some("6.12.0")), L, Some("7.2"), 9826, Absent),
     // Q15-jetson: Orin seen (deny); older Jetsons extrapolated (a liftable deny).
@@ -304,21 +306,24 @@ fn each_audited_record_at_both_sides_of_its_range() {
     assert!(wrong.is_empty(), "{} of {} rows:\n{}", wrong.len(), ROWS.len(), wrong.join("\n"));
 }
 
-/// The unified-memory advice follows the kernel: given before 6.10 (Q11), not given from 6.10,
-/// where the carve-out and GTT route is the other alternative (Q11-gtt).
+/// Unified memory is advised on every kernel; the GTT route is offered as the alternative only
+/// where the kernel has it (6.10 and later), and a kernel string that is not a version is unknown.
 #[test]
-fn unified_memory_env_follows_the_kernel() {
+fn the_gtt_alternative_follows_the_kernel() {
     let k = Knowledge::bundled().expect("bundled profiles load");
-    let uma = |kernel: Option<&'static str>| {
+    let at = |kernel: Option<&'static str>| {
         let p = plan(&k, &row("Q11", apu("gfx1151", kernel), L, Some("7.2"), 9826, Applies));
-        p.groups
+        let uma = p
+            .groups
             .iter()
             .flat_map(|g| &g.env)
-            .any(|e| e.name == "GGML_CUDA_ENABLE_UNIFIED_MEMORY" && e.value == "1")
+            .any(|e| e.name == "GGML_CUDA_ENABLE_UNIFIED_MEMORY" && e.value == "1");
+        (uma, seen(&p, "Q11-gtt"))
     };
-    assert!(uma(Some("6.8.0")));
-    assert!(!uma(Some("6.10.0")));
-    assert!(!uma(None), "unknown kernel: both alternatives are notes, no env");
+    assert_eq!(at(Some("6.8.0")), (true, Absent));
+    assert_eq!(at(Some("6.10.0-rc1")), (true, Applies));
+    assert_eq!(at(None), (true, Possible));
+    assert_eq!(at(Some("unknown")), (true, Possible));
 }
 
 /// Q7's remedy is the CMake flag, on the OS the reports come from.

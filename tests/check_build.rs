@@ -767,7 +767,7 @@ fn multi_gpu_rocm_no_vmm_build_peer_copies_and_graph_advice() {
             device(0, Backend::Hip, "AMD Radeon RX 7900 XTX", "gfx1100", pass()),
             device(1, Backend::Hip, "AMD Radeon RX 7900 XTX", "gfx1100", pass()),
         ],
-        Some("7.14.0"),
+        Some("7.13.0"),
     );
     let r = judge(
         &fixture("lemonade-2319-rocm-7900xtx-device-info.txt"),
@@ -795,7 +795,7 @@ fn multi_gpu_rocm_no_vmm_build_peer_copies_and_graph_advice() {
         "{:?}",
         q6.fix
     );
-    // VMM passed on both on ROCm 7.14: the NO_VMM build is a warning with the rebuild command.
+    // VMM passed on both on ROCm 7.13 (gfx1100 on 7.14 would need a workload pass, Q33): the NO_VMM build is a warning with the rebuild command.
     let v = find(&r, "vmm-compiled-out");
     let fix = v.fix.as_deref().unwrap();
     assert!(fix.contains("-DGGML_HIP_NO_VMM=OFF"), "{fix}");

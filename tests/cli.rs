@@ -243,15 +243,15 @@ fn github_format_needs_github_output() {
 
 #[test]
 fn preset_is_valid_json_with_cache_variables() {
-    // A measured pass (synthetic test input) for gfx1100 on ROCm 7.14: the VMM pool.
+    // A measured pass (synthetic test input) for gfx1101 on ROCm 7.14: the VMM pool.
     let text = stdout_of(&[
         "cmake-flags",
         "--targets",
-        "gfx1100",
+        "gfx1101",
         "--rocm",
         "7.14.0",
         "--from",
-        "tests/fixtures/synthetic/gfx1100-rocm7.14-linux-smoke-pass.json",
+        "tests/fixtures/synthetic/gfx1101-rocm7.14-linux-smoke-pass.json",
         "--format",
         "preset",
     ]);

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 const LEMONADE: &str = "gfx1151,gfx1150,gfx120X,gfx110X,gfx103X,gfx90a,gfx908";
-const SMOKE_GFX1100: &str = "tests/fixtures/synthetic/gfx1100-rocm7.14-linux-smoke-pass.json";
+const SMOKE_GFX1101: &str = "tests/fixtures/synthetic/gfx1101-rocm7.14-linux-smoke-pass.json";
 const EXERCISE_GFX1201: &str = "tests/fixtures/synthetic/gfx1201-rocm7.14-linux-exercise-pass.json";
 
 fn run(args: &[&str]) -> (i32, String, String) {
@@ -101,10 +101,10 @@ fn workflow(args: &[&str]) -> Vec<(String, Vec<(String, String)>)> {
     workflow_matrix(&out)
 }
 
-/// A copy of the synthetic gfx1100 report with its HIP runtime set to `version`.
+/// A copy of the synthetic gfx1101 report with its HIP runtime set to `version`.
 fn synthetic_report_on(dir: &Path, version: &str) -> PathBuf {
     let text =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(SMOKE_GFX1100)).unwrap();
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(SMOKE_GFX1101)).unwrap();
     let mut v: Value = serde_json::from_str(&text).unwrap();
     for b in v["backends"].as_array_mut().unwrap() {
         b["runtime_version"] = version.into();
@@ -112,7 +112,7 @@ fn synthetic_report_on(dir: &Path, version: &str) -> PathBuf {
     for d in v["devices"].as_array_mut().unwrap() {
         d["runtime_version"] = version.into();
     }
-    let path = dir.join(format!("gfx1100-{version}.json"));
+    let path = dir.join(format!("gfx1101-{version}.json"));
     std::fs::write(&path, v.to_string()).unwrap();
     path
 }
@@ -142,7 +142,7 @@ fn workflow_keeps_every_hip_target_on_the_legacy_pool_without_evidence() {
 
 #[test]
 fn a_measured_pass_moves_exactly_that_architecture_into_a_vmm_group() {
-    // ROCm 7.14: the synthetic report's gfx1100 smoke pass (Linux) moves gfx1100, and only it,
+    // ROCm 7.14: the synthetic report's gfx1101 smoke pass (Linux) moves gfx1101, and only it,
     // into a VMM group of the Linux job; Windows has no evidence (and Q23 needs a workload there).
     let jobs = workflow(&[
         "--rocm",
@@ -150,7 +150,7 @@ fn a_measured_pass_moves_exactly_that_architecture_into_a_vmm_group() {
         "--os",
         "linux,windows",
         "--from",
-        SMOKE_GFX1100,
+        SMOKE_GFX1101,
     ]);
     for (job, entries) in &jobs {
         let vmm: Vec<&String> = entries
@@ -159,7 +159,7 @@ fn a_measured_pass_moves_exactly_that_architecture_into_a_vmm_group() {
             .map(|(t, _)| t)
             .collect();
         match job.as_str() {
-            "linux" => assert_eq!(vmm, vec!["gfx1100"], "{entries:?}"),
+            "linux" => assert_eq!(vmm, vec!["gfx1101"], "{entries:?}"),
             _ => assert!(vmm.is_empty(), "{job}: {entries:?}"),
         }
         let all: Vec<&str> = entries.iter().flat_map(|(t, _)| t.split(';')).collect();
@@ -170,9 +170,9 @@ fn a_measured_pass_moves_exactly_that_architecture_into_a_vmm_group() {
     }
     let dir = tempfile::tempdir().unwrap();
     // The same evidence on another ROCm series moves nothing.
-    let jobs = workflow(&["--rocm", "7.13.0", "--os", "linux", "--from", SMOKE_GFX1100]);
+    let jobs = workflow(&["--rocm", "7.13.0", "--os", "linux", "--from", SMOKE_GFX1101]);
     assert!(jobs[0].1.iter().all(|(_, v)| v == "1"), "{jobs:?}");
-    // A 7.2 pass lifts Q3 for gfx1100 on ROCm 7.2.1 (gfx12 stays: Q21 needs a workload pass).
+    // A 7.2 pass lifts Q3 for gfx1101 on ROCm 7.2.1 (gfx12 stays: Q21 needs a workload pass).
     let r72 = synthetic_report_on(dir.path(), "7.2.26015");
     let jobs = workflow(&[
         "--rocm",
@@ -188,8 +188,9 @@ fn a_measured_pass_moves_exactly_that_architecture_into_a_vmm_group() {
         .filter(|(_, v)| v == "0")
         .map(|(t, _)| t)
         .collect();
-    assert_eq!(vmm, vec!["gfx1100"], "{jobs:?}");
-    // Before ROCm 7.0 nothing lifts the legacy pool (Q22).
+    assert_eq!(vmm, vec!["gfx1101"], "{jobs:?}");
+    // On ROCm 6.4 too the measured pass lifts the legacy pool: Q22 names no fixed release, so it
+    // is open-ended and lifted by a smoke pass on the same series.
     let r64 = synthetic_report_on(dir.path(), "6.4.43483");
     let jobs = workflow(&[
         "--rocm",
@@ -199,7 +200,13 @@ fn a_measured_pass_moves_exactly_that_architecture_into_a_vmm_group() {
         "--from",
         r64.to_str().unwrap(),
     ]);
-    assert!(jobs[0].1.iter().all(|(_, v)| v == "1"), "{jobs:?}");
+    let vmm: Vec<&String> = jobs[0]
+        .1
+        .iter()
+        .filter(|(_, v)| v == "0")
+        .map(|(t, _)| t)
+        .collect();
+    assert_eq!(vmm, vec!["gfx1101"], "{jobs:?}");
 }
 
 #[test]
@@ -207,21 +214,21 @@ fn the_workflow_header_regenerates_with_the_evidence() {
     let (code, out, err) = run(&[
         "workflow",
         "--targets",
-        "gfx1100",
+        "gfx1101",
         "--rocm",
         "7.14.0",
         "--from",
-        SMOKE_GFX1100,
+        SMOKE_GFX1101,
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.contains(&format!("--from {SMOKE_GFX1100} --output <this file>")),
+        out.contains(&format!("--from {SMOKE_GFX1101} --output <this file>")),
         "{out}"
     );
     let (code, _, err) = run(&[
         "workflow",
         "--targets",
-        "gfx1100",
+        "gfx1101",
         "--rocm",
         "7.14.0",
         "--from",
@@ -232,11 +239,11 @@ fn the_workflow_header_regenerates_with_the_evidence() {
 
 #[test]
 fn a_workload_document_lifts_gfx12_and_a_directory_counts() {
-    let p = plan(&["--targets", "gfx1201,gfx1100", "--rocm", "7.14.0"]);
+    let p = plan(&["--targets", "gfx1201,gfx1101", "--rocm", "7.14.0"]);
     assert!(groups(&p).iter().all(|(_, vmm)| !vmm), "{p:#}");
     let p = plan(&[
         "--targets",
-        "gfx1201,gfx1100",
+        "gfx1201,gfx1101",
         "--rocm",
         "7.14.0",
         "--from",
@@ -246,13 +253,13 @@ fn a_workload_document_lifts_gfx12_and_a_directory_counts() {
         groups(&p),
         vec![
             (vec!["gfx1201".into()], true),
-            (vec!["gfx1100".into()], false)
+            (vec!["gfx1101".into()], false)
         ]
     );
     // A directory: both synthetic documents.
     let p = plan(&[
         "--targets",
-        "gfx1201,gfx1100,gfx90a",
+        "gfx1201,gfx1101,gfx90a",
         "--rocm",
         "7.14.0",
         "--from",
@@ -261,7 +268,7 @@ fn a_workload_document_lifts_gfx12_and_a_directory_counts() {
     assert_eq!(
         groups(&p),
         vec![
-            (vec!["gfx1201".into(), "gfx1100".into()], true),
+            (vec!["gfx1201".into(), "gfx1101".into()], true),
             (vec!["gfx90a".into()], false)
         ]
     );
@@ -283,22 +290,22 @@ fn a_workload_document_lifts_gfx12_and_a_directory_counts() {
 #[test]
 fn from_alone_plans_one_report_or_the_union_of_several() {
     // One report: that machine (its own smoke pass is evidence).
-    let p = plan(&["--from", SMOKE_GFX1100]);
+    let p = plan(&["--from", SMOKE_GFX1101]);
     assert_eq!(p["mode"], "report");
-    assert_eq!(groups(&p), vec![(vec!["gfx1100".into()], true)]);
+    assert_eq!(groups(&p), vec![(vec!["gfx1101".into()], true)]);
     // Several reports: the union of their GPUs as targets, their common OS and ROCm series.
     let dir = tempfile::tempdir().unwrap();
     let other = synthetic_report_on(dir.path(), "7.14.60850");
     let text = std::fs::read_to_string(&other)
         .unwrap()
-        .replace("gfx1100", "gfx1030");
+        .replace("gfx1101", "gfx1030");
     std::fs::write(&other, text).unwrap();
-    let p = plan(&["--from", SMOKE_GFX1100, "--from", other.to_str().unwrap()]);
+    let p = plan(&["--from", SMOKE_GFX1101, "--from", other.to_str().unwrap()]);
     assert_eq!(p["mode"], "targets");
     assert_eq!(p["toolkit"]["version"], "7.14");
     assert_eq!(
         groups(&p),
-        vec![(vec!["gfx1100".into(), "gfx1030".into()], true)]
+        vec![(vec!["gfx1101".into(), "gfx1030".into()], true)]
     );
     // Exercise documents alone say nothing about which GPUs to plan for.
     let (code, _, err) = run(&[
@@ -316,7 +323,7 @@ fn from_alone_plans_one_report_or_the_union_of_several() {
     let (code, _, err) = run(&[
         "cmake-flags",
         "--targets",
-        "gfx1100",
+        "gfx1101",
         "--from",
         bad.to_str().unwrap(),
     ]);
@@ -326,7 +333,7 @@ fn from_alone_plans_one_report_or_the_union_of_several() {
     let (code, _, err) = run(&[
         "cmake-flags",
         "--targets",
-        "gfx1100",
+        "gfx1101",
         "--from",
         empty.path().to_str().unwrap(),
     ]);
@@ -354,7 +361,7 @@ fn machine_and_wsl_on_the_command_line() {
         "--machine",
         "gfx1201",
         "--targets",
-        "gfx1100",
+        "gfx1101",
     ]);
     assert_eq!(code, 2, "{err}");
     let p = plan(&["--targets", "sm_89", "--cuda", "12.8", "--os", "wsl"]);
@@ -383,13 +390,16 @@ fn quirks_show_names_the_evidence_and_the_fix() {
         out.contains("evidence that lifts it: a smoke pass"),
         "{out}"
     );
-    assert!(out.contains("fix: ROCm 7.14"), "{out}");
+    // No release carries the develop fix: no fix bound, the PR is among the sources.
+    assert!(out.contains("fix: no fix known"), "{out}");
     assert!(
         out.contains("https://github.com/ROCm/rocm-systems/pull/2451"),
         "{out}"
     );
     let (_, out, _) = run(&["quirks", "show", "Q22"]);
-    assert!(out.contains("evidence that lifts it: none"), "{out}");
+    assert!(out.contains("evidence that lifts it: a smoke pass"), "{out}");
+    let (_, out, _) = run(&["quirks", "show", "Q13"]);
+    assert!(out.contains("fix: llama.cpp build 10115"), "{out}");
 }
 
 #[test]

@@ -1114,9 +1114,10 @@ fn without_a_smoke_result_rocm_72_keeps_gfx1201_on_the_legacy_pool() {
 }
 
 #[test]
-fn pass_on_a_runtime_outside_rocm_70_72_enables_vmm_without_any_deny_quirk() {
+fn a_smoke_pass_on_rocm_7_13_enables_vmm_for_gfx1100() {
     // The fake always says ROCm 7.2.26015: save its report (as an RX 7900 XTX, gfx1100) and move
-    // it to ROCm 7.14, where the recorded fix ends Q3.
+    // it to ROCm 7.13. Q3 and Q22 have no fixed release, so they apply there, and the smoke pass
+    // lifts them; Q4/Q21 (gfx12) and Q33 (gfx1100 from 7.14) do not apply.
     let sb = Sandbox::new();
     let probe = sb.rewritten_fake(
         "pass-gfx1201",
@@ -1129,7 +1130,7 @@ fn pass_on_a_runtime_outside_rocm_70_72_enables_vmm_without_any_deny_quirk() {
         &mut sb.with_probe(TWO_GPUS, &probe, 2),
         &["--timeout", "20"],
     );
-    let new_version = "7.14.60850";
+    let new_version = "7.13.60500";
     for b in report["backends"].as_array_mut().unwrap() {
         b["runtime_version"] = new_version.into();
         b["driver_version"] = new_version.into();
@@ -1147,19 +1148,14 @@ fn pass_on_a_runtime_outside_rocm_70_72_enables_vmm_without_any_deny_quirk() {
     );
     assert_eq!(code, 0, "{plan:#}");
     assert_eq!(plan["mode"], "report");
-    assert_eq!(plan["toolkit"]["version"], "7.14");
+    assert_eq!(plan["toolkit"]["version"], "7.13");
     let f = flag(&plan, "GGML_HIP_NO_VMM").unwrap();
     assert_eq!(f["value"], "OFF", "{plan:#}");
     assert!(s(f, "reason").contains("smoke test passed"), "{f:#}");
-    assert!(
-        !trace_has(&plan, "deny-unless"),
-        "no deny quirk applies to gfx1100 on 7.14: {plan:#}"
-    );
+    // Only the smoke-liftable records stand between the pass and VMM.
+    assert!(!trace_has(&plan, "deny-unless-workload-pass"), "{plan:#}");
     let ids = warning_ids(&plan);
-    assert!(
-        DENY_UNLESS_PASS.iter().all(|q| !ids.contains(*q)),
-        "{ids:?}"
-    );
+    assert!(!ids.contains("Q4") && !ids.contains("Q21") && !ids.contains("Q33"), "{ids:?}");
 }
 
 #[test]
@@ -1213,10 +1209,10 @@ fn two_amd_gpus_on_rocm_7_get_no_peer_copy() {
     assert_eq!(code, 0, "{plan:#}");
     assert_eq!(plan["toolkit"]["version"], "7.2");
     let f = flag(&plan, "GGML_CUDA_NO_PEER_COPY")
-        .unwrap_or_else(|| panic!("Q7 sets the flag: {plan:#}"));
+        .unwrap_or_else(|| panic!("Q7-linux-rdna4 sets the flag: {plan:#}"));
     assert_eq!(f["value"], "ON");
-    assert!(quirks_of(f).contains("Q7"), "{f:#}");
-    assert!(warning_ids(&plan).contains("Q7"), "{plan:#}");
+    assert!(quirks_of(f).contains("Q7-linux-rdna4"), "{f:#}");
+    assert!(warning_ids(&plan).contains("Q7-linux-rdna4"), "{plan:#}");
     // A CMake flag, never the presence-checked env var.
     assert!(!plan.to_string().contains("\"GGML_CUDA_P2P\""), "{plan:#}");
 }
@@ -1240,7 +1236,7 @@ fn a_single_gpu_gets_no_peer_copy_flag() {
     assert_eq!(code, 0, "{plan:#}");
     assert_eq!(plan["groups"][0]["devices"], serde_json::json!([0]));
     assert!(flag(&plan, "GGML_CUDA_NO_PEER_COPY").is_none(), "{plan:#}");
-    assert!(!warning_ids(&plan).contains("Q7"), "{plan:#}");
+    assert!(!warning_ids(&plan).contains("Q7-linux-rdna4"), "{plan:#}");
 }
 
 // ------------------------------------------------------------------------------------------

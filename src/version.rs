@@ -66,11 +66,7 @@ impl Version {
             .take_while(|c| c.is_ascii_digit() || *c == '.')
             .take(32)
             .collect();
-        let nums: Vec<&str> = head
-            .split('.')
-            .filter(|p| !p.is_empty())
-            .take(3)
-            .collect();
+        let nums: Vec<&str> = head.split('.').filter(|p| !p.is_empty()).take(3).collect();
         if nums.len() < 2 {
             return None;
         }

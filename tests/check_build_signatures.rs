@@ -736,7 +736,8 @@ fn multi_gpu_warning_needs_a_split_run_and_a_covered_architecture() {
     );
     let r = Case::new(vec![listing.clone()])
         .on(&rdna2)
-        .os(Os::Windows).build(10000)
+        .os(Os::Windows)
+        .build(10000)
         .judge();
     assert_eq!(find(&r, "quirk-Q7").level, Level::Info);
     // The same with a run split across ROCm0 and ROCm1 (llama.cpp#16725's buffer lines): a
@@ -746,7 +747,8 @@ fn multi_gpu_warning_needs_a_split_run_and_a_covered_architecture() {
         llama("llama-16725-rocm-split-run-buffers.txt"),
     ])
     .on(&rdna2)
-    .os(Os::Windows).build(10000)
+    .os(Os::Windows)
+    .build(10000)
     .judge();
     let q7 = find(&r, "quirk-Q7");
     assert_eq!(q7.level, Level::Warning);
@@ -766,7 +768,8 @@ fn multi_gpu_warning_needs_a_split_run_and_a_covered_architecture() {
         llama("llama-16725-rocm-split-run-buffers.txt"),
     ])
     .on(&rdna3)
-    .os(Os::Windows).build(10000)
+    .os(Os::Windows)
+    .build(10000)
     .judge();
     assert!(!has(&r, "quirk-Q7"), "{}", check_build::render(&r));
     assert!(has(&r, "quirk-Q7-split"));

@@ -397,7 +397,10 @@ fn quirks_show_names_the_evidence_and_the_fix() {
         "{out}"
     );
     let (_, out, _) = run(&["quirks", "show", "Q22"]);
-    assert!(out.contains("evidence that lifts it: a smoke pass"), "{out}");
+    assert!(
+        out.contains("evidence that lifts it: a smoke pass"),
+        "{out}"
+    );
     let (_, out, _) = run(&["quirks", "show", "Q13"]);
     assert!(out.contains("fix: llama.cpp build 10115"), "{out}");
 }

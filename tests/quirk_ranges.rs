@@ -125,25 +125,123 @@ const ROWS: &[Row] = &[
     row("Q7", m("gfx1201"), W, Some("7.1"), B, Absent),
     row("Q7", m("gfx1100,gfx1100"), W, Some("7.1"), B, Absent),
     row("Q7", m("gfx1201,gfx1201"), L, Some("7.2"), B, Absent),
-    row("Q7-linux-rdna4", m("gfx1200,gfx1200"), L, Some("7.2"), B, Applies),
-    row("Q7-linux-rdna4", m("gfx1201,gfx1201"), L, Some("7.2"), B, Applies),
-    row("Q7-linux-rdna4", m("gfx1201,gfx1201"), W, Some("7.1"), B, Absent),
-    row("Q7-linux-kernel", m("gfx906,gfx906"), L, Some("6.3"), B, Applies),
+    row(
+        "Q7-linux-rdna4",
+        m("gfx1200,gfx1200"),
+        L,
+        Some("7.2"),
+        B,
+        Applies,
+    ),
+    row(
+        "Q7-linux-rdna4",
+        m("gfx1201,gfx1201"),
+        L,
+        Some("7.2"),
+        B,
+        Applies,
+    ),
+    row(
+        "Q7-linux-rdna4",
+        m("gfx1201,gfx1201"),
+        W,
+        Some("7.1"),
+        B,
+        Absent,
+    ),
+    row(
+        "Q7-linux-kernel",
+        m("gfx906,gfx906"),
+        L,
+        Some("6.3"),
+        B,
+        Applies,
+    ),
     row("Q7-linux-kernel", m("gfx906"), L, Some("6.3"), B, Absent),
-    row("Q7-linux-kernel", m("gfx1030,gfx1030"), L, Some("6.3"), B, Absent),
+    row(
+        "Q7-linux-kernel",
+        m("gfx1030,gfx1030"),
+        L,
+        Some("6.3"),
+        B,
+        Absent,
+    ),
     // Q11 / Q11-gtt: unified memory works on every kernel (Q11); the GTT alternative exists
     // from Linux 6.10 (Q11-gtt), could apply when the kernel is unknown.
-    row("Q11", apu("gfx1151", Some("6.8.0-45-generic")), L, Some("7.2"), 9826, Applies),
-    row("Q11", apu("gfx1151", Some("6.10.0")), L, Some("7.2"), 9826, Applies),
-    row("Q11-gtt", apu("gfx1151", Some("6.8.0-45-generic")), L, Some("7.2"), 9826, Absent),
-    row("Q11-gtt", apu("gfx1151", Some("6.9.12")), L, Some("7.2"), 9826, Absent),
-    row("Q11-gtt", apu("gfx1151", Some("6.10.0")), L, Some("7.2"), 9826, Applies),
-    row("Q11-gtt", apu("gfx1151", Some("7.0.0-28-generic")), L, Some("7.2"), 9826, Applies),
-    row("Q11-gtt", apu("gfx1151", None), L, Some("7.2"), 9826, Possible),
+    row(
+        "Q11",
+        apu("gfx1151", Some("6.8.0-45-generic")),
+        L,
+        Some("7.2"),
+        9826,
+        Applies,
+    ),
+    row(
+        "Q11",
+        apu("gfx1151", Some("6.10.0")),
+        L,
+        Some("7.2"),
+        9826,
+        Applies,
+    ),
+    row(
+        "Q11-gtt",
+        apu("gfx1151", Some("6.8.0-45-generic")),
+        L,
+        Some("7.2"),
+        9826,
+        Absent,
+    ),
+    row(
+        "Q11-gtt",
+        apu("gfx1151", Some("6.9.12")),
+        L,
+        Some("7.2"),
+        9826,
+        Absent,
+    ),
+    row(
+        "Q11-gtt",
+        apu("gfx1151", Some("6.10.0")),
+        L,
+        Some("7.2"),
+        9826,
+        Applies,
+    ),
+    row(
+        "Q11-gtt",
+        apu("gfx1151", Some("7.0.0-28-generic")),
+        L,
+        Some("7.2"),
+        9826,
+        Applies,
+    ),
+    row(
+        "Q11-gtt",
+        apu("gfx1151", None),
+        L,
+        Some("7.2"),
+        9826,
+        Possible,
+    ),
     row("Q11-gtt", t("gfx1151"), L, Some("7.2"), 9826, Possible),
     row("Q11-gtt", t("gfx1151"), W, Some("7.1"), 9826, Absent),
-    row("Q11", dgpu("gfx1100", Some("6.8.0")), L, Some("7.2"), 9826, Absent),
-    row("Q11-gtt", dgpu("gfx1100", Some("6.12.0")), L, Some("7.2"), 9826, Absent),
+    row(
+        "Q11",
+        dgpu("gfx1100", Some("6.8.0")),
+        L,
+        Some("7.2"),
+        9826,
+        Absent,
+    ),
+    row(
+        "Q11-gtt",
+        dgpu("gfx1100", Some("6.12.0")),
+        L,
+        Some("7.2"),
+        9826,
+        Absent,
+    ),
     // Q15-jetson: Orin seen (deny); older Jetsons extrapolated (a liftable deny).
     row("Q15-jetson", t("sm_87"), L, Some("12.6"), B, Applies),
     row("Q15-jetson", t("sm_72"), L, Some("12.6"), B, Absent),
@@ -168,10 +266,38 @@ const ROWS: &[Row] = &[
     row("Q32-mmap", t("gfx1151"), L, Some("6.4"), B, Applies),
     row("Q32-mmap", t("gfx1150"), L, Some("6.4"), B, Absent),
     // Q35: Linux 6.18 and later on RDNA3 and gfx1201.
-    row("Q35", dgpu("gfx1100", Some("6.17.9")), L, Some("7.2"), B, Absent),
-    row("Q35", dgpu("gfx1100", Some("6.18.3-arch1-1")), L, Some("7.2"), B, Applies),
-    row("Q35", dgpu("gfx1201", Some("7.0.1")), L, Some("7.2"), B, Applies),
-    row("Q35", dgpu("gfx1030", Some("6.18.3")), L, Some("7.2"), B, Absent),
+    row(
+        "Q35",
+        dgpu("gfx1100", Some("6.17.9")),
+        L,
+        Some("7.2"),
+        B,
+        Absent,
+    ),
+    row(
+        "Q35",
+        dgpu("gfx1100", Some("6.18.3-arch1-1")),
+        L,
+        Some("7.2"),
+        B,
+        Applies,
+    ),
+    row(
+        "Q35",
+        dgpu("gfx1201", Some("7.0.1")),
+        L,
+        Some("7.2"),
+        B,
+        Applies,
+    ),
+    row(
+        "Q35",
+        dgpu("gfx1030", Some("6.18.3")),
+        L,
+        Some("7.2"),
+        B,
+        Absent,
+    ),
     row("Q35", t("gfx1100"), L, Some("7.2"), B, Possible),
     row("Q35", t("gfx1100"), W, Some("7.1"), B, Absent),
     // Q36: HIP graphs on by default from 8893; the rocWMMA path gone from 10115.
@@ -303,7 +429,13 @@ fn each_audited_record_at_both_sides_of_its_range() {
             ));
         }
     }
-    assert!(wrong.is_empty(), "{} of {} rows:\n{}", wrong.len(), ROWS.len(), wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "{} of {} rows:\n{}",
+        wrong.len(),
+        ROWS.len(),
+        wrong.join("\n")
+    );
 }
 
 /// Unified memory is advised on every kernel; the GTT route is offered as the alternative only
@@ -312,7 +444,10 @@ fn each_audited_record_at_both_sides_of_its_range() {
 fn the_gtt_alternative_follows_the_kernel() {
     let k = Knowledge::bundled().expect("bundled profiles load");
     let at = |kernel: Option<&'static str>| {
-        let p = plan(&k, &row("Q11", apu("gfx1151", kernel), L, Some("7.2"), 9826, Applies));
+        let p = plan(
+            &k,
+            &row("Q11", apu("gfx1151", kernel), L, Some("7.2"), 9826, Applies),
+        );
         let uma = p
             .groups
             .iter()

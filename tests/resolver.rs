@@ -516,7 +516,10 @@ fn q14_gfx906_warns_from_rocm_6_4_and_keeps_vmm_by_evidence_only() {
     );
     let p = plan_measured(&r);
     // A smoke pass on this machine lifts Q22 (open-ended, liftable) on ROCm 6.4 too.
-    assert_eq!(flag(&p, "gfx906", "GGML_HIP_NO_VMM").as_deref(), Some("OFF"));
+    assert_eq!(
+        flag(&p, "gfx906", "GGML_HIP_NO_VMM").as_deref(),
+        Some("OFF")
+    );
     assert!(flag(&p, "gfx906", "GGML_HIP_NO_VMM").is_some());
     assert!(warned(&p, "Q14"));
     assert!(!warned(&Case::new("gfx906").rocm("6.3").plan(), "Q14"));
@@ -1020,7 +1023,10 @@ fn q16_sm120_warns_on_every_driver_and_sets_no_env() {
     let mut d = device(0, Backend::Cuda, "sm_120", SmokeOutcome::Pass, None);
     d.driver_version = Some("580.159.04".into());
     let p = plan_measured(&report(vec![d], None));
-    assert!(warned(&p, "Q16"), "595.84 was the reporter's driver, not a lower bound");
+    assert!(
+        warned(&p, "Q16"),
+        "595.84 was the reporter's driver, not a lower bound"
+    );
     // Open-ended: no fixed driver is known.
     let mut d = device(0, Backend::Cuda, "sm_120", SmokeOutcome::Pass, None);
     d.driver_version = Some("600.10".into());

@@ -390,7 +390,10 @@ impl Quirk {
 /// measured locally (`measured_on`) are scoped to the runtime they were measured with instead.
 fn check_fix_bound(q: &Quirk) -> std::result::Result<(), (String, &'static str)> {
     if let Some(f) = &q.fixed_in {
-        if f.runtime.is_none() && f.driver.is_none() && f.llama_build.is_none() && f.kernel.is_none()
+        if f.runtime.is_none()
+            && f.driver.is_none()
+            && f.llama_build.is_none()
+            && f.kernel.is_none()
         {
             return Err((
                 format!("quirk `{}`: `fixed_in` names no fixed version", q.id),

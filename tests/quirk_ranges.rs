@@ -254,10 +254,11 @@ const ROWS: &[Row] = &[
     // Q20: code objects from ROCm 7.13 (was 7.14).
     row("Q20", t("gfx1152"), L, Some("7.12"), B, Applies),
     row("Q20", t("gfx1152"), L, Some("7.13"), B, Absent),
-    // Q20-build: before #24129 (first checked build with it: 9601).
+    // Q20-build: before #24129 (first checked build with it: 9563; 9553 lacks it).
     row("Q20-build", t("gfx1152"), L, Some("7.14"), 9409, Applies),
     row("Q20-build", t("gfx1153"), L, Some("7.14"), 9409, Applies),
-    row("Q20-build", t("gfx1152"), L, Some("7.14"), 9601, Absent),
+    row("Q20-build", t("gfx1152"), L, Some("7.14"), 9553, Applies),
+    row("Q20-build", t("gfx1152"), L, Some("7.14"), 9563, Absent),
     row("Q20-build", t("gfx1151"), L, Some("7.14"), 9409, Absent),
     // Q32: open-ended from 7.2 (7.13 was seen working, not a fix).
     row("Q32", t("gfx1151"), L, Some("7.1"), B, Absent),

@@ -203,10 +203,10 @@ fi
 run newline '{"targets": "gfx1100\n::error::spoofed", "probe": "never", "install": "path"}'
 check "newline: a multi-line input is refused before gpuprobe sees it" 'not r["ok"] and r["rc"] == 2 and "::error::spoofed" not in r["steps"][-1]["stdout"] + r["steps"][-1]["stderr"]'
 
-# 4. A self-hosted runner with a gfx1100 (`detect` replays a probe report of one; everything else
+# 4. A self-hosted runner with a gfx1101 (`detect` replays a probe report of one; everything else
 #    is the real gpuprobe) and declared targets: the declared targets are what is built.
 mkdir -p "$work/gpu-bin"
-report="$root/tests/fixtures/synthetic/gfx1100-rocm7.14-linux-smoke-pass.json"
+report="$root/tests/fixtures/synthetic/gfx1101-rocm7.14-linux-smoke-pass.json"
 cat > "$work/gpu-bin/gpuprobe" <<SH
 #!/bin/sh
 if [ "\$1" = detect ]; then cat '$report'; exit 0; fi
@@ -214,10 +214,10 @@ exec '$bin' "\$@"
 SH
 chmod +x "$work/gpu-bin/gpuprobe"
 run gpu '{"targets": "gfx110X,gfx120X", "toolchain-version": "7.14.0", "llama-ref": "b11434", "install": "path"}' "$work/gpu-bin"
-check "gpu runner: declared targets win over the probed gfx1100" 'r["ok"] and "gfx1201" in r["outputs"]["cmake-args"] and "gfx1103" in r["outputs"]["cmake-args"] and r["outputs"]["probed"] == "false"'
+check "gpu runner: declared targets win over the probed gfx1101" 'r["ok"] and "gfx1201" in r["outputs"]["cmake-args"] and "gfx1103" in r["outputs"]["cmake-args"] and r["outputs"]["probed"] == "false"'
 check "gpu runner: the probe is still reported" 'r["outputs"]["probe-report"].endswith("detect.json")'
 run gpuonly '{"backend": "hip", "toolchain-version": "7.14.0", "llama-ref": "b11434", "install": "path"}' "$work/gpu-bin"
-check "gpu runner without targets: planned from the probe" 'r["ok"] and r["outputs"]["probed"] == "true" and "gfx1100" in r["outputs"]["cmake-args"] and "gfx1201" not in r["outputs"]["cmake-args"]'
+check "gpu runner without targets: planned from the probe" 'r["ok"] and r["outputs"]["probed"] == "true" and "gfx1101" in r["outputs"]["cmake-args"] and "gfx1201" not in r["outputs"]["cmake-args"]'
 
 # 5. Targets whose flags agree are one build: gfx1103 (an APU with its own runtime advice) is in
 #    cmake-args with the other gfx110X (a plan that needs two builds names the targets cmake-args

@@ -263,7 +263,7 @@ fn preset_is_valid_json_with_cache_variables() {
     );
     assert_eq!(
         v["configurePresets"][0]["cacheVariables"]["GPU_TARGETS"],
-        "gfx1100"
+        "gfx1101"
     );
 }
 

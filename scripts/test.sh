@@ -82,6 +82,9 @@ step "workflow linters (actionlint, zizmor from PyPI) on generated workflows, ac
 bash scripts/lint-workflows.sh
 bash scripts/lint-workflows.sh .
 
+step "Kubernetes manifests (deploy/) against the API schemas"
+bash scripts/lint-deploy.sh
+
 # The plain closing line: every step above stops the script on failure.
 passed=$(grep -Eo '^test result: ok\. [0-9]+ passed' "$GPUPROBE_CACHE/cargo-test.log" | awk '{s+=$4} END {print s+0}')
 echo "all: $passed passed, 0 failed"

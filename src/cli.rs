@@ -105,9 +105,20 @@ pub struct ProbeArgs {
 pub struct DetectArgs {
     #[command(flatten)]
     pub probe: ProbeArgs,
-    /// Print the report as JSON (schema gpuprobe.report/v1).
-    #[arg(long)]
+    /// Print the report as JSON (schema gpuprobe.report/v1); the same as --format json.
+    #[arg(long, conflicts_with = "format")]
     pub json: bool,
+    /// What to print: the human table, the JSON report, or a Kubernetes Node Feature Discovery
+    /// feature file (labels under gpuprobe.feature.node.kubernetes.io/ for a scheduler).
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: DetectFormat,
+    /// Write the output to FILE instead of stdout, atomically (for NFD: a file in
+    /// /etc/kubernetes/node-feature-discovery/features.d/, which NFD reads as it changes).
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// With --format nfd: hours until NFD drops these labels unless gpuprobe writes them again.
+    #[arg(long, value_name = "HOURS", default_value_t = 24.0)]
+    pub expiry: f64,
     /// Exit 3 unless at least one GPU was reached through its runtime (driver or HIP probe).
     #[arg(long)]
     pub require_gpu: bool,
@@ -120,6 +131,16 @@ pub struct DetectArgs {
     /// smoke test and peer checks (the JSON report always carries them).
     #[arg(long, short = 'v')]
     pub verbose: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DetectFormat {
+    /// The human table.
+    Text,
+    /// The versioned JSON report (gpuprobe.report/v1).
+    Json,
+    /// A Node Feature Discovery local feature file (node labels).
+    Nfd,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -167,8 +188,9 @@ pub struct CmakeFlagsArgs {
     /// The llama.cpp build number (the N of release tag bN).
     #[arg(long, value_name = "N")]
     pub llama_build: Option<u64>,
-    /// ROCm version that will build llama.cpp (e.g. 6.4.1, 7.2.1, 7.14.0a20260608).
-    #[arg(long, value_name = "VER", conflicts_with = "cuda")]
+    /// ROCm version that will build llama.cpp (e.g. 6.4.1, 7.2.1, 7.14.0a20260608); with --cuda
+    /// too for a machine or fleet with GPUs of both vendors (one build group per backend).
+    #[arg(long, value_name = "VER")]
     pub rocm: Option<String>,
     /// CUDA toolkit version that will build llama.cpp (e.g. 12.8, 13.0).
     #[arg(long, value_name = "VER")]

@@ -432,3 +432,113 @@ fn snapshot_from_h200_report() {
         "11434"
     ]));
 }
+
+#[test]
+fn a_toolkit_no_target_needs_is_named_not_dropped() {
+    gp().args([
+        "cmake-flags",
+        "--targets",
+        "gfx1100",
+        "--rocm",
+        "7.2.1",
+        "--cuda",
+        "12.8",
+        "--format",
+        "args",
+    ])
+    .assert()
+    .success()
+    .stderr(predicate::str::contains(
+        "--cuda 12.8 is not used: no GPU of this plan needs CUDA",
+    ));
+}
+
+#[test]
+fn backend_leaving_out_declared_targets_names_them_and_the_call_that_plans_them() {
+    let both = [
+        "cmake-flags",
+        "--targets",
+        "gfx1100,sm_90",
+        "--rocm",
+        "7.2.1",
+        "--cuda",
+        "12.8",
+        "--format",
+        "args",
+    ];
+    let out = gp()
+        .args(both)
+        .args(["--backend", "cuda"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--backend cuda leaves out gfx1100") && err.contains("--backend hip"),
+        "{err}"
+    );
+    let cuda_args = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        cuda_args.contains("CMAKE_CUDA_ARCHITECTURES") && !cuda_args.contains("gfx1100"),
+        "{cuda_args}"
+    );
+    // The call the warning names plans the targets left out, with both toolkits given.
+    let hip = gp().args(both).args(["--backend", "hip"]).output().unwrap();
+    assert!(
+        hip.status.success(),
+        "{}",
+        String::from_utf8_lossy(&hip.stderr)
+    );
+    assert!(String::from_utf8_lossy(&hip.stdout).contains("gfx1100"));
+    assert!(String::from_utf8_lossy(&hip.stderr).contains("leaves out sm_90"));
+}
+
+/// The `gpuprobe ...` command in a printed line (a hint or a `fix:`), as a shell would split it:
+/// from `gpuprobe` to a `#` comment.
+fn pasted_command(line: &str) -> Option<Vec<String>> {
+    let at = line.find("gpuprobe ")?;
+    let cmd = line[at..].split('#').next()?.trim();
+    Some(cmd.split_whitespace().skip(1).map(String::from).collect())
+}
+
+#[test]
+fn commands_printed_without_a_gpu_run_as_pasted() {
+    // No GPU: detect's hints and cmake-flags' fix. They run here as the user would paste them,
+    // on this machine's toolkits (the test install puts Debian's hipcc 5.2 on PATH, which cannot
+    // build gfx1100: the printed commands must not depend on it).
+    let root = tempfile::tempdir().unwrap();
+    let no_gpu = |args: &[&str]| {
+        gp().args(args)
+            .env("GPUPROBE_SYSFS_ROOT", root.path())
+            .env("GPUPROBE_LIBCUDA", "/nonexistent/libcuda.so.1")
+            .output()
+            .unwrap()
+    };
+    let detect = no_gpu(&["detect"]);
+    let plan = no_gpu(&["cmake-flags"]);
+    assert_eq!(plan.status.code(), Some(3), "{plan:?}");
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&detect.stdout),
+        String::from_utf8_lossy(&plan.stderr)
+    );
+    let commands: Vec<Vec<String>> = printed
+        .lines()
+        .filter(|l| l.trim_start().starts_with("gpuprobe ") || l.contains("fix:"))
+        .filter_map(pasted_command)
+        .collect();
+    assert!(commands.len() >= 3, "too few commands printed: {printed}");
+    for c in commands {
+        let out = gp().args(&c).output().unwrap();
+        assert!(
+            out.status.success(),
+            "printed `gpuprobe {}` fails: {}",
+            c.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -54,9 +54,12 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
         Devices::Declared(_) | Devices::Machine(_) => None,
     };
     let backend = a.probe.backend.backend();
+    name_targets_outside_backend(&k, backend, &devices);
+    let backends = plan_backends(&k, backend, &devices);
     if auto_toolchain {
-        kits.find(&plan_backends(&k, backend, &devices));
+        kits.find(&backends);
     }
+    name_unused_toolkits(a, &backends);
     if kits.rocm.is_none()
         && let Some(v) = fleet_series
     {
@@ -151,6 +154,57 @@ struct Toolkits {
     cuda: Option<Version>,
     rocm_source: String,
     cuda_source: String,
+}
+
+/// `--backend` picks one backend out of declared targets of both vendors (llama.cpp builds one
+/// backend at a time); the targets it leaves out are named with the call that plans them.
+fn name_targets_outside_backend(k: &Knowledge, backend: Option<Backend>, devices: &Devices<'_>) {
+    let (Some(b), Devices::Declared(names) | Devices::Machine(names)) = (backend, devices) else {
+        return;
+    };
+    let outside: Vec<&str> = names
+        .iter()
+        .filter(|n| {
+            k.targets
+                .get(n.as_str())
+                .is_some_and(|t| t.vendor.backend() != b)
+        })
+        .map(String::as_str)
+        .collect();
+    if outside.is_empty() {
+        return;
+    }
+    let other = match b {
+        Backend::Cuda => Backend::Hip,
+        Backend::Hip => Backend::Cuda,
+    };
+    super::warn(&format!(
+        "--backend {} leaves out {} (the {} backend builds them): this plan is not for them; \
+         plan them with the same arguments and --backend {}",
+        b.as_str(),
+        outside.join(", "),
+        other.name(),
+        other.as_str()
+    ));
+}
+
+/// A toolkit version given for a backend no target of the plan uses changes nothing: say so
+/// instead of dropping it in silence.
+fn name_unused_toolkits(a: &CmakeFlagsArgs, backends: &[Backend]) {
+    for (given, backend, flag) in [
+        (a.cuda.as_deref(), Backend::Cuda, "--cuda"),
+        (a.rocm.as_deref(), Backend::Hip, "--rocm"),
+    ] {
+        if let Some(v) = given
+            && !backends.contains(&backend)
+        {
+            super::warn(&format!(
+                "{flag} {} is not used: no GPU of this plan needs {} (drop {flag}, or add its targets)",
+                crate::neutral::inline(v),
+                backend.name()
+            ));
+        }
+    }
 }
 
 /// The toolkits given (`--rocm`, `--cuda`, a `--toolchain` path, checked before anything is
@@ -274,7 +328,11 @@ fn probe_here(a: &CmakeFlagsArgs) -> Result<Report> {
         super::eprint(&super::detect::table(&report));
         return Err(crate::Error::Environment {
             message: "no GPU found to plan for".into(),
-            fix: "declare targets instead: gpuprobe cmake-flags --targets gfx1100,gfx120X (or sm_86,sm_90)".into(),
+            // A command that runs as pasted, whatever toolkit this machine has: the version given
+            // means no local hipcc or nvcc is asked (an old one would refuse newer targets).
+            fix: "declare the targets and the toolkit that will build them: \
+                  gpuprobe cmake-flags --targets gfx1100,gfx120X --rocm 7.2.1   # NVIDIA: --targets sm_86,sm_90 --cuda 12.8"
+                .into(),
         }
         .into());
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::print;
-use crate::cli::{DetectArgs, ProbeArgs};
+use crate::cli::{DetectArgs, DetectFormat, ProbeArgs};
 use crate::host::{HostView, dump, printable};
 use crate::neutral::inline;
 use crate::probe::interpret::human_bytes;
@@ -100,14 +100,31 @@ pub fn run(a: &DetectArgs) -> Result<i32> {
             crate::emit::sh_quote(&printable(&path.display().to_string()))
         ));
     }
-    if a.json {
-        super::print_json(&(serde_json::to_string_pretty(&report)? + "\n"))?;
-    } else {
-        let mut text = table(&report);
-        if a.verbose {
-            text.push_str(&timings(&report));
+    let format = if a.json { DetectFormat::Json } else { a.format };
+    let text = match format {
+        // JSON gets JSON's own escaping, never the terminal's (which would break it).
+        DetectFormat::Json => {
+            crate::neutral::json(&(serde_json::to_string_pretty(&report)? + "\n"))
         }
-        print(&text)?;
+        DetectFormat::Nfd => nfd_file(&report, a.expiry)?,
+        DetectFormat::Text => {
+            let mut text = table(&report);
+            if a.verbose {
+                text.push_str(&timings(&report));
+            }
+            text
+        }
+    };
+    match &a.output {
+        Some(path) => {
+            crate::files::write_atomic(path, text.as_bytes(), "--output")?;
+            crate::neutral::eprintln(&format!(
+                "gpuprobe: wrote {}",
+                printable(&path.display().to_string())
+            ));
+        }
+        None if format == DetectFormat::Json => super::print_json(&text)?,
+        None => print(&text)?,
     }
     // A GPU only seen in sysfs/procfs, with no working runtime, does not satisfy --require-gpu.
     let measured = report.devices.iter().any(|d| d.source.is_runtime());
@@ -433,5 +450,82 @@ fn truncate(s: &str, n: usize) -> String {
         s.to_string()
     } else {
         s.chars().take(n - 1).collect::<String>() + "…"
+    }
+}
+
+/// The NFD feature file for this node: its labels, with the plan gpuprobe makes for this node
+/// from what it measured (the newest llama.cpp build it knows, no toolkit: the image that builds
+/// llama.cpp is not this node's).
+fn nfd_file(report: &Report, expiry_hours: f64) -> Result<String> {
+    if !(expiry_hours.is_finite() && expiry_hours > 0.0 && expiry_hours <= 24.0 * 366.0) {
+        return Err(crate::Error::input(
+            "--expiry",
+            format!("`{expiry_hours}` is not a usable number of hours"),
+            "give a positive number of hours such as 24 (at most a year)",
+        )
+        .into());
+    }
+    let plan = plan_for_node(report);
+    let labels = crate::emit::nfd::labels(report, plan.as_ref());
+    let file = crate::emit::nfd::feature_file(
+        &labels,
+        std::time::SystemTime::now(),
+        Duration::from_secs_f64(expiry_hours * 3600.0),
+    );
+    if file.len() > crate::emit::nfd::MAX_FILE_BYTES {
+        return Err(crate::Error::Environment {
+            message: format!(
+                "the feature file would be {} bytes; NFD ignores files over {}",
+                file.len(),
+                crate::emit::nfd::MAX_FILE_BYTES
+            ),
+            fix: "report this as a gpuprobe bug, with `gpuprobe detect --json`".into(),
+        }
+        .into());
+    }
+    Ok(file)
+}
+
+/// The plan for this node, or None (said on stderr) when none can be made: no GPU, GPUs of both
+/// vendors (one label set cannot say two builds), or a refusal.
+fn plan_for_node(report: &Report) -> Option<crate::plan::Plan> {
+    if report.devices.is_empty() {
+        return None;
+    }
+    let made = (|| -> Result<crate::plan::Plan> {
+        let k = crate::profiles::Knowledge::load()?;
+        let (llama, _) = crate::llama::LlamaTarget::select(None, None, &k.options)?;
+        let req = crate::resolve::Request {
+            devices: crate::resolve::Devices::Measured {
+                report,
+                mode: crate::plan::Mode::Probe,
+            },
+            backend: None,
+            llama,
+            rocm: None,
+            cuda: None,
+            rocm_source: "not known on the node".into(),
+            cuda_source: "not known on the node".into(),
+            os: crate::devices::host_os(Some(report)),
+            env_set: report.environment.iter().map(|e| e.name.clone()).collect(),
+            force_no_vmm: false,
+            evidence: crate::evidence::Evidence::with_documents(&[])?,
+        };
+        Ok(crate::resolve::resolve(&k, &req)?)
+    })();
+    match made {
+        Ok(p) if !p.refused() => Some(p),
+        Ok(p) => {
+            let why: Vec<&str> = p.refusals.iter().map(|r| r.message.as_str()).collect();
+            super::note(&format!(
+                "no build labels: the plan for this node is refused ({})",
+                why.join("; ")
+            ));
+            None
+        }
+        Err(e) => {
+            super::note(&format!("no build labels: {e}"));
+            None
+        }
     }
 }

@@ -111,6 +111,14 @@ pub fn eprint(text: &str) {
         .write_all(crate::neutral::printed(text).as_bytes());
 }
 
+/// One `gpuprobe: warning: ...` line on stderr: the user must act on it; `text` is one line.
+pub(crate) fn warn(text: &str) {
+    eprint(&format!(
+        "gpuprobe: warning: {}\n",
+        crate::neutral::inline(text)
+    ));
+}
+
 /// One `gpuprobe: note: ...` line on stderr; `text` is one line (its newlines shown escaped).
 pub(crate) fn note(text: &str) {
     eprint(&format!(

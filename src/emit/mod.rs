@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod github;
+pub mod nfd;
 pub mod preset;
 pub mod shell;
 pub mod workflow;

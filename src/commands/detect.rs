@@ -104,7 +104,7 @@ pub fn run(a: &DetectArgs) -> Result<i32> {
     let text = match format {
         // JSON gets JSON's own escaping, never the terminal's (which would break it).
         DetectFormat::Json => {
-            crate::neutral::json(&(serde_json::to_string_pretty(&report)? + "\n"))
+            crate::neutral::json(&(serde_json::to_string_pretty(&report)? + "\n")).into_owned()
         }
         DetectFormat::Nfd => nfd_file(&report, a.expiry)?,
         DetectFormat::Text => {

@@ -80,19 +80,29 @@ pub fn run(a: &CheckBuildArgs, k: &Knowledge, saved: Option<&Report>) -> Result<
         })
     };
     let names: Vec<String> = if a.devices.is_empty() {
-        facts
+        let from_init: Vec<String> = facts
             .devices
             .iter()
             .map(|d| format!("{}{}", d.backend, d.index))
-            .collect()
+            .collect();
+        // Builds that print no backend init log with --list-devices (11434 on the H200 printed
+        // only its `Available devices:` list) are read from that list.
+        if from_init.is_empty() {
+            available_devices(&listed.output)
+        } else {
+            from_init
+        }
     } else {
         a.devices.clone()
     };
     if names.is_empty() {
+        let tail: Vec<&str> = listed.output.lines().rev().take(5).collect();
         return Err(crate::Error::Environment {
             message: format!(
-                "no GPU to exercise: {} --list-devices lists none",
-                programs.perplexity.display()
+                "no GPU to exercise: {} --list-devices lists none ({}; it printed: {})",
+                programs.perplexity.display(),
+                listed.status,
+                tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
             ),
             fix: "pass --device NAME (CUDA0, ROCm0) for each device to run the model on".into(),
         }
@@ -191,4 +201,51 @@ pub fn run(a: &CheckBuildArgs, k: &Knowledge, saved: Option<&Report>) -> Result<
         print(&result.render())?;
     }
     Ok(result.exit_code())
+}
+
+/// The GPU devices in llama.cpp's `--list-devices` answer: the indented `NAME: description (N MiB,
+/// M MiB free)` lines after `Available devices:` (the CPU is never listed there).
+fn available_devices(output: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut in_list = false;
+    for line in output.lines() {
+        if line.trim_end() == "Available devices:" {
+            in_list = true;
+            continue;
+        }
+        if !in_list {
+            continue;
+        }
+        let Some(rest) = line.strip_prefix("  ") else {
+            break;
+        };
+        let Some((name, description)) = rest.split_once(": ") else {
+            break;
+        };
+        let plausible = !name.is_empty()
+            && name.len() <= 32
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && name.ends_with(|c: char| c.is_ascii_digit())
+            && description.trim_end().ends_with(" MiB free)");
+        if plausible {
+            names.push(name.to_string());
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::available_devices;
+
+    #[test]
+    fn the_device_list_of_a_build_without_init_log_is_read() {
+        // What llama-perplexity 11434 (CUDA, sm_90) printed for --list-devices on the H200.
+        let h200 = "Available devices:\n  CUDA0: NVIDIA H200 (143155 MiB, 142629 MiB free)\n";
+        assert_eq!(available_devices(h200), ["CUDA0"]);
+        let two = "log line\nAvailable devices:\n  ROCm0: AMD Radeon RX 9070 XT (16304 MiB, 16000 MiB free)\n  ROCm1: AMD Radeon 780M (8192 MiB, 8000 MiB free)\nbye\n";
+        assert_eq!(available_devices(two), ["ROCm0", "ROCm1"]);
+        assert!(available_devices("Available devices:\n  (none)\n").is_empty());
+        assert!(available_devices("  CUDA0: NVIDIA H200 (1 MiB, 1 MiB free)\n").is_empty());
+    }
 }

@@ -16,7 +16,8 @@
 #       plus -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF (what every plan gives) and, because CI
 #       reaches package registries only, -DLLAMA_USE_PREBUILT_UI=OFF (no web UI download);
 #       -DLLAMA_BUILD_BORINGSSL=ON (BoringSSL from its git host, Windows flags only today) would
-#       become -DLLAMA_OPENSSL=OFF. Packs OUT/pkg/llama-cpu.tar.gz with templates/package.sh, and
+#       become -DLLAMA_OPENSSL=OFF, and -DGGML_CPU_ALL_VARIANTS=ON becomes OFF (one CPU module, not a
+#       dozen: CI time). Packs OUT/pkg/llama-cpu.tar.gz with templates/package.sh, and
 #       OUT/pkg/llama-cpu-no-origin.tar.gz from the same objects relinked with CMake's default build
 #       RPATH instead of $ORIGIN (it must fail the self-check), then relinks OUT back. Cached: does
 #       nothing when OUT/.gpuprobe-flags holds the same flags and both archives exist.
@@ -51,6 +52,9 @@ flags=(-DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DLLAMA_USE_PREBUILT_UI=OFF)
 for f in "$@"; do
     case "$f" in
         -DLLAMA_BUILD_BORINGSSL=*) flags+=(-DLLAMA_OPENSSL=OFF) ;;
+        # A dozen CPU variants cost ~30 min on CI's 2 cores; one CPU backend module still makes
+        # the package load its backends through GGML_BACKEND_DL, which is what is checked here.
+        -DGGML_CPU_ALL_VARIANTS=ON) flags+=(-DGGML_CPU_ALL_VARIANTS=OFF) ;;
         *) flags+=("$f") ;;
     esac
 done

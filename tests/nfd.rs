@@ -239,3 +239,23 @@ proptest! {
         prop_assert!(expiry.is_some());
     }
 }
+
+#[test]
+fn the_file_written_on_the_h200_is_what_nfd_reads() {
+    // `gpuprobe detect --format nfd` on one H200 (driver 580.159.04), as it printed it.
+    let file = std::fs::read_to_string(fixture(
+        "tests/fixtures/nvidia-h200-driver580-nfd/detect.nfd",
+    ))
+    .unwrap();
+    let (labels, expiry) = nfd_reads(&file).unwrap_or_else(|e| panic!("{e}\n{file}"));
+    assert!(expiry.is_some());
+    assert_eq!(
+        labels.get("vmm-smoke.sm_90").map(String::as_str),
+        Some("pass")
+    );
+    assert_eq!(labels.get("vmm-build").map(String::as_str), Some("true"));
+    assert_eq!(
+        labels.get("cuda-driver").map(String::as_str),
+        Some("580.159.04")
+    );
+}

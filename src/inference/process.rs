@@ -112,7 +112,14 @@ pub fn run(
                             bytes,
                         });
                     }
-                    std::thread::sleep(every);
+                    // Short runs end within one interval: poll quickly until the first reading,
+                    // so even those leave a point on the curve.
+                    let wait = if samples.is_empty() {
+                        every.min(Duration::from_millis(10))
+                    } else {
+                        every
+                    };
+                    std::thread::sleep(wait);
                 }
                 samples
             })

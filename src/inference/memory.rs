@@ -170,10 +170,17 @@ mod tests {
         let v = summarise(&flat, 20).expect("samples");
         assert!(!v.keeps_growing);
         assert_eq!(v.peak_mib, 1005.0);
-        let creeping = [s(0, 100), s(10, 900), s(20, 1000), s(30, 1400), s(40, 1900)];
+        let creeping = [
+            s(0, 100),
+            s(10, 900),
+            s(20, 1000),
+            s(30, 1400),
+            s(40, 1900),
+            s(50, 2000),
+        ];
         let v = summarise(&creeping, 20).expect("samples");
         assert!(v.keeps_growing);
-        assert_eq!(v.growth_after_first_pass_mib, 900.0);
+        assert_eq!(v.growth_after_first_pass_mib, 1000.0);
         assert!(summarise(&[], 5).is_none());
         // What the H200 showed for a pass shorter than the sampling interval: no verdict.
         let short = [s(300, 518), s(600, 1092), s(800, 1092)];

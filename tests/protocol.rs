@@ -53,9 +53,15 @@ fn jsonl_files(dir: &Path, found: &mut Vec<PathBuf>) {
     };
     for e in entries.flatten() {
         let p = e.path();
-        if p.is_dir() {
+        // `*-concurrent/` holds scripts/concurrent-detect.sh's JSON lines (one detect report a
+        // line, read by tests/concurrent_fixture.rs), not the probe program's protocol.
+        let concurrent = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.ends_with("-concurrent"));
+        if p.is_dir() && !concurrent {
             jsonl_files(&p, found);
-        } else if p.extension().is_some_and(|x| x == "jsonl") {
+        } else if p.is_file() && p.extension().is_some_and(|x| x == "jsonl") {
             found.push(p);
         }
     }

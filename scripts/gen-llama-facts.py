@@ -223,17 +223,24 @@ def detect_peer_access(root: Path) -> str | None:
 # Ranges from scanned values and known facts.
 
 
-def parse_range(s: str) -> tuple[int | None, int | None]:
-    lo, _, hi = s.partition(":")
-    return (int(lo) if lo.strip() else None, int(hi) if hi.strip() else None)
+def _options_generator():
+    """scripts/gen-llama-options.py, whose "lo:hi" range helpers this generator shares."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "gen_llama_options", Path(__file__).with_name("gen-llama-options.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    # Its dataclasses look their module up by name while it loads.
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
-def fmt_range(lo: int | None, hi: int | None) -> str:
-    return f"{'' if lo is None else lo}:{'' if hi is None else hi}"
-
-
-def in_range(b: int, lo: int | None, hi: int | None) -> bool:
-    return (lo is None or b >= lo) and (hi is None or b <= hi)
+_options = _options_generator()
+parse_range = _options.parse_range
+fmt_range = _options.fmt_range
+in_range = _options.in_range
 
 
 def ranges_for(name: str, scanned: dict[int, str | None], known: list[dict]) -> list[dict]:

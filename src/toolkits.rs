@@ -148,6 +148,20 @@ pub struct Rocm {
     pub wheels: Vec<RocmWheels>,
     #[serde(default)]
     pub no_kernels: Vec<RocmNoKernels>,
+    #[serde(default)]
+    pub device_code: Vec<RocmDeviceCode>,
+}
+
+/// The GPU targets a ROCm release ships device code for: a workflow naming another target for
+/// that release is refused when it is generated.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RocmDeviceCode {
+    pub versions: VersionRange,
+    pub targets: Vec<String>,
+    /// Why a target outside the list has none (shown with the refusal).
+    pub why: String,
+    pub source: String,
 }
 
 /// A ROCm library that a toolkit builds without device code for some targets: its kernel
@@ -245,6 +259,10 @@ impl Rocm {
             bundle_data: self.bundle_data.clone(),
         }
     }
+    /// The targets a version ships device code for, where the table knows them.
+    pub fn device_code_for(&self, mm: (u64, u64)) -> Option<&RocmDeviceCode> {
+        first(&self.device_code, |r| &r.versions, mm)
+    }
 }
 
 impl ToolkitTable {
@@ -336,6 +354,14 @@ impl ToolkitTable {
                     .iter()
                     .map(|d| ("rocm.container.runtime_dirs", d.as_str())),
             );
+        }
+        for d in &self.rocm.device_code {
+            words.extend(
+                d.targets
+                    .iter()
+                    .map(|t| ("rocm.device_code.targets", t.as_str())),
+            );
+            texts.push(("rocm.device_code.why", &d.why));
         }
         for w in &self.rocm.wheels {
             words.push(("rocm.wheels.release_index", &w.release_index));

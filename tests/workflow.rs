@@ -1246,6 +1246,87 @@ fn bash_glob_matches(glob: &str, name: &str) -> bool {
 }
 
 #[test]
+fn a_target_the_rocm_release_ships_no_device_code_for_is_refused_when_generated() {
+    // TheRock (ROCm 7.13+) builds device code for its declared targets only
+    // (profiles/toolkits.toml [[rocm.device_code]]); gfx1013 is not one of them, so the
+    // package step would find no rocBLAS kernels for it. Refused now, not hours into the run.
+    let dir = tempfile::tempdir().unwrap();
+    let out_file = dir.path().join("release.yml");
+    let out = gpuprobe(&[
+        "workflow",
+        "--targets",
+        "gfx1151,gfx1013,gfx110X",
+        "--rocm",
+        "7.14.0",
+        "--os",
+        "linux,windows",
+        "--output",
+        out_file.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(!out_file.exists(), "nothing is written: {stderr}");
+    assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
+    for says in [
+        "--targets: ROCm 7.14.0 ships no device code for gfx1013",
+        "no rocBLAS kernels",
+        "linux group ",
+        "windows group ",
+        "no device code for gfx1013",
+        "therock_amdgpu_targets.cmake",
+    ] {
+        assert!(stderr.contains(says), "should say `{says}`: {stderr}");
+    }
+    // The fix is a command that works when pasted: the same workflow without gfx1013.
+    let fix = stderr
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("fix: leave gfx1013 out: "))
+        .unwrap_or_else(|| panic!("no fix line: {stderr}"));
+    let words: Vec<&str> = fix.split_whitespace().collect();
+    assert_eq!(words[0], "gpuprobe");
+    assert!(!fix.contains("gfx1013"), "{fix}");
+    let text = workflow(&words[2..]);
+    assert!(
+        text.contains("gfx1151") && text.contains("gfx1103"),
+        "{fix}"
+    );
+
+    // Only that target: nothing is left, and the fix names the targets the release has code for.
+    let out = gpuprobe(&["workflow", "--targets", "gfx1013", "--rocm", "7.13.0"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("fix: name targets that ROCm 7.13.0 ships device code for (gfx900"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn every_device_code_target_is_a_known_amd_target() {
+    let tk = gpuprobe::toolkits::ToolkitTable::bundled().unwrap();
+    let k = gpuprobe::profiles::Knowledge::load().unwrap();
+    assert!(!tk.rocm.device_code.is_empty());
+    for r in &tk.rocm.device_code {
+        assert!(r.source.contains("89553ce"), "{}", r.source);
+        for t in &r.targets {
+            let known = k
+                .targets
+                .get(t)
+                .unwrap_or_else(|| panic!("{t} is not in targets.toml"));
+            assert_eq!(known.vendor, gpuprobe::report::Vendor::Amd, "{t}");
+        }
+        // Every standard TheRock case generates: their targets all have device code.
+        for t in [
+            "gfx1151", "gfx1150", "gfx1200", "gfx1201", "gfx1100", "gfx1103", "gfx1030", "gfx1034",
+            "gfx90a", "gfx908",
+        ] {
+            assert!(r.targets.iter().any(|x| x == t), "{t}");
+        }
+    }
+}
+
+#[test]
 fn therock_kernel_folders_are_required_only_for_targets_the_library_has_kernels_for() {
     // TheRock builds no hipBLASLt for gfx103X (profiles/toolkits.toml [[rocm.no_kernels]]):
     // those entries must not require its kernel folder; gfx110X entries must.

@@ -16,7 +16,7 @@ mod notes;
 use std::path::PathBuf;
 
 use crate::emit::workflow::{Release, Tools, Workflow};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::evidence::Evidence;
 use crate::plan::Plan;
 use crate::platform::Os;
@@ -65,6 +65,9 @@ pub fn build(k: &Knowledge, o: &Options, note: &mut dyn FnMut(&str)) -> Result<B
     let version = inputs::toolkit_version(plan_backend, input.rocm.as_ref(), input.cuda.as_ref())?;
     let tk = ToolkitTable::bundled()?;
     let effective_build = input.llama.effective_build(&k.options);
+    if plan_backend == Backend::Hip {
+        refuse_targets_without_device_code(&tk, o, &input, &plans, &version, effective_build)?;
+    }
     let (warnings, refusals) = plan_messages(&plans, &input.dropped);
     let jobs = plans
         .iter()
@@ -121,6 +124,96 @@ pub fn build(k: &Knowledge, o: &Options, note: &mut dyn FnMut(&str)) -> Result<B
         warnings,
         refusals,
     })
+}
+
+/// A group naming a target that the chosen ROCm release ships no device code for cannot be
+/// packaged (the package step would find no rocBLAS kernels for it, hours into the run): refused
+/// here, naming each such group, the reason from `profiles/toolkits.toml`, and the command
+/// without those targets.
+fn refuse_targets_without_device_code(
+    tk: &ToolkitTable,
+    o: &Options,
+    input: &inputs::Inputs,
+    plans: &[(Os, Plan)],
+    version: &crate::version::ToolVersion,
+    effective_build: u64,
+) -> Result<()> {
+    let Some(record) = tk.rocm.device_code_for(version.major_minor()) else {
+        return Ok(());
+    };
+    let has_code = |t: &String| record.targets.contains(t);
+    let mut refused: Vec<String> = Vec::new();
+    let mut groups: Vec<String> = Vec::new();
+    for (os, plan) in plans {
+        for g in &plan.groups {
+            let missing: Vec<&String> = g.targets.iter().filter(|t| !has_code(t)).collect();
+            if missing.is_empty() {
+                continue;
+            }
+            groups.push(format!(
+                "{} group {} ({}: no device code for {})",
+                os.as_str(),
+                g.name,
+                g.targets.join(", "),
+                missing
+                    .iter()
+                    .map(|t| t.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+            for t in missing {
+                if !refused.contains(t) {
+                    refused.push(t.clone());
+                }
+            }
+        }
+    }
+    if refused.is_empty() {
+        return Ok(());
+    }
+    let mut kept: Vec<String> = Vec::new();
+    for (_, targets) in &input.per_os {
+        for t in targets {
+            if !refused.contains(t) && !kept.contains(t) {
+                kept.push(t.clone());
+            }
+        }
+    }
+    let fix = if kept.is_empty() {
+        format!(
+            "name targets that ROCm {} ships device code for ({})",
+            version.text(),
+            record.targets.join(", ")
+        )
+    } else {
+        let without = Options {
+            targets: kept.join(","),
+            ..o.clone()
+        };
+        format!(
+            "leave {} out: {}",
+            refused.join(", "),
+            notes::regenerate_command(
+                &without,
+                input,
+                Backend::Hip,
+                version.text(),
+                effective_build
+            )?
+        )
+    };
+    Err(Error::input(
+        "--targets",
+        format!(
+            "ROCm {} ships no device code for {}, so the package step would find no rocBLAS kernels for it: {} [source: {}]. Refused: {}",
+            version.text(),
+            refused.join(", "),
+            record.why,
+            record.source,
+            groups.join("; ")
+        ),
+        fix,
+    ))
 }
 
 /// Every archive the build jobs upload, with the GPU targets it is for.

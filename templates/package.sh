@@ -3,7 +3,10 @@
 # the programs and every shared library of the build in one flat directory (Linux programs carry
 # RUNPATH $ORIGIN, Windows looks next to the .exe first), the GPU runtime libraries they load
 # bundled next to them, LICENSE, and README.package.txt saying what is inside and what the
-# machine must provide. templates/self-check.sh proves the result.
+# machine must provide. Where the toolkit's libraries find their device code in .kpack archives
+# one directory above their own (TheRock 7.13+: ../.kpack/NAME_gfxNNNN.kpack), the programs and
+# libraries go in bin/ and the archives of the built targets in .kpack/ beside it, as in the
+# toolkit. templates/self-check.sh proves the result.
 #
 #   package.sh BUILD_DIR SRC_DIR OUT_DIR NAME
 #
@@ -25,7 +28,7 @@
 #   GPUPROBE_PACKAGE_NOTES a file whose text goes into README.package.txt (requirements, notes)
 set -euo pipefail
 
-[ $# -eq 4 ] || { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -eq 4 ] || { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 build=$1
 src=$2
 out=$3
@@ -72,6 +75,70 @@ pe_imports() { # FILE -> one imported DLL name a line (same readers as templates
 }
 split() { printf '%s\n' "$1" | tr ';' '\n' | sed '/^[[:space:]]*$/d'; }
 unix_path() { if [ "$os" = windows ] && command -v cygpath >/dev/null 2>&1; then cygpath -u "$1"; else printf '%s' "$1"; fi; }
+# --- kpack readers (the same text in templates/package.sh and templates/self-check.sh) ---
+# TheRock 7.13 and later keep the device code of ROCm's libraries in .kpack archives. A library
+# carries a msgpack map {"kernel_name": ..., "kpack_search_paths": [...]} (ELF section
+# .rocm_kpack_ref, PE section .kpackrf); each path is relative to the library's own directory,
+# with @GFXARCH@ standing for the GPU's target (../.kpack/blas_lib_@GFXARCH@.kpack). An archive
+# starts with "KPAK", a 32-bit version and the 64-bit offset of a msgpack table of contents
+# whose "gfx_arches" lists its targets. (TheRock RELEASES.md and docs/packaging/
+# python_packaging.md; rocm-systems shared/kpack: split_artifacts.py, the runtime's tests.)
+mp_strings() { # KEY < od -tu1 bytes -> the strings of the array that follows the map key KEY
+    awk -v key="$1" '
+        { for (i = 1; i <= NF; i++) b[n++] = $i + 0 }
+        END {
+            k = length(key)
+            for (i = 0; i + k < n; i++) {
+                if (b[i] != 160 + k) continue
+                for (j = 1; j <= k; j++) if (b[i + j] != ord[substr(key, j, 1)]) break
+                if (j <= k) continue
+                p = i + k + 1
+                h = b[p++]
+                if (h >= 144 && h <= 159) cnt = h - 144
+                else if (h == 220) { cnt = b[p] * 256 + b[p + 1]; p += 2 }
+                else { print "!"; exit }
+                for (e = 0; e < cnt; e++) {
+                    h = b[p++]
+                    if (h >= 160 && h <= 191) len = h - 160
+                    else if (h == 217) len = b[p++]
+                    else if (h == 218) { len = b[p] * 256 + b[p + 1]; p += 2 }
+                    else { print "!"; exit }
+                    if (p + len > n) { print "!"; exit }
+                    s = ""
+                    for (j = 0; j < len; j++) {
+                        c = b[p + j]
+                        if (c < 33 || c > 126) { print "!"; exit }
+                        s = s sprintf("%c", c)
+                    }
+                    p += len
+                    print s
+                }
+                exit
+            }
+        }
+        BEGIN { for (c = 33; c < 127; c++) ord[sprintf("%c", c)] = c }'
+}
+# FILE -> its kpack search paths, one a line; nothing for a file without them; "!" for a marker
+# that cannot be read. The key is found by its bytes (0xb2, a msgpack string of 18 bytes, then
+# the name): the kpack runtime's own messages name it without that byte.
+kpack_paths() {
+    local off
+    grep -q -a -F kpack_search_paths "$1" 2>/dev/null || return 0
+    grep -a -b -o -F kpack_search_paths "$1" 2>/dev/null | cut -d: -f1 | while IFS= read -r off; do
+        [ "$off" -gt 0 ] || continue
+        [ "$(tail -c +"$off" "$1" | head -c 1 | od -An -tu1 | tr -d ' ')" = 178 ] || continue
+        tail -c +"$off" "$1" | head -c 8192 | od -An -tu1 -v | mp_strings kpack_search_paths || true
+    done
+}
+# ARCHIVE -> the targets its table of contents lists, one a line; "!" when it is no kpack archive.
+kpack_archs() {
+    local toc
+    if [ "$(head -c 4 "$1" 2>/dev/null)" != KPAK ]; then echo "!"; return; fi
+    toc=$(od -An -tu1 -j8 -N8 "$1" | awk '{ v = 0; for (i = NF; i >= 1; i--) v = v * 256 + $i; print v }')
+    if [ -z "$toc" ] || [ "$toc" -lt 16 ] || [ "$toc" -ge "$(($(wc -c < "$1")))" ]; then echo "!"; return; fi
+    tail -c +"$((toc + 1))" "$1" | head -c 1048576 | od -An -tu1 -v | mp_strings gfx_arches || true
+}
+# --- end of kpack readers ---
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd -P)
@@ -212,36 +279,112 @@ if [ -n "$missing" ]; then
     echo "package: the self-check will fail; set GPUPROBE_RUNTIME_DIRS to the toolkit's library directories" >&2
 fi
 
-# TheRock 7.13 and later keep the device code of ROCm's libraries in .kpack archives that a
-# library finds relative to its own directory (../.kpack/NAME_gfxNNNN.kpack; TheRock RELEASES.md,
-# docs/packaging/python_packaging.md). A flat package has no such place next to its libraries:
-# packing one would ship libraries without their kernels, so it is refused, naming the archives.
+# 4. Device code archives (TheRock 7.13 and later): a bundled library that carries kpack search
+#    paths gets the archives they name for each built target, at the same place relative to the
+#    library as in the toolkit. Paths that climb out of the library's directory
+#    (../.kpack/...) put the programs and libraries in bin/ and the archives next to it.
+targets=" $(printf '%s' "${GPUPROBE_TARGETS:-}" | tr ';,' '  ') "
+targets_for() { # LIBRARY_NAME -> the targets its device code must cover (GPUPROBE_BUNDLE_DATA)
+    local pair glob rest
+    while IFS= read -r pair; do
+        glob=${pair%%=*}
+        rest=${pair#*=}
+        # shellcheck disable=SC2254
+        case "$(lower "$1")" in $(lower "$glob"))
+            if [ "${rest#*=}" != "$rest" ]; then printf ' %s ' "$(printf '%s' "${rest#*=}" | tr ',' ' ')"; return; fi ;;
+        esac
+    done < <(split "${GPUPROBE_BUNDLE_DATA:-}")
+    printf '%s' "$targets"
+}
+kpack_refs=""  # "name<TAB>source<TAB>path" lines
+climb=0
 if [ -n "$bundled" ]; then
-    kpacks=""
     while IFS=$'\t' read -r n s; do
-        [ -n "$s" ] || continue
-        d="$(dirname "$s")/../.kpack"
-        if [ -d "$d" ] && find "$d" -maxdepth 1 -type f -name '*.kpack' | grep -q .; then
-            kpacks+="$n ($(cd "$d" && pwd -P): $(find "$d" -maxdepth 1 -type f -name '*.kpack' | wc -l | tr -d ' ') .kpack files); "
-        fi
+        [ -n "$n" ] || continue
+        paths=$(kpack_paths "$pkg/$n")
+        [ -n "$paths" ] || continue
+        while IFS= read -r p; do
+            rest=$p
+            up=0
+            while [ "${rest#../}" != "$rest" ]; do rest=${rest#../}; up=$((up + 1)); done
+            case "/$rest/" in
+                *//* | */../* | */./* | *\\*) rest="" ;;
+            esac
+            if [ "$p" = "!" ] || [ "${p#/}" != "$p" ] || [ "$rest" = "" ]; then
+                echo "package: $n carries a kpack search path that cannot be followed ('$p')" >&2
+                exit 1
+            fi
+            [ "$up" -le "$climb" ] || climb=$up
+            kpack_refs+="$n"$'\t'"$s"$'\t'"$p"$'\n'
+        done <<< "$paths"
     done <<< "$bundled"
-    if [ -n "$kpacks" ]; then
-        echo "package: the toolkit keeps device code in .kpack archives next to its library directory, which this flat package cannot hold: ${kpacks%; }" >&2
-        echo "package: its libraries would have no kernels on any GPU; build with a toolkit whose kernels are in the libraries or their kernel folders (ROCm 7.2.x), or pack the toolkit's directory layout" >&2
+fi
+libdir=$pkg
+if [ "$climb" -gt 1 ]; then
+    echo "package: a bundled library looks for its device code $climb directories above its own; this package keeps its libraries one directory deep at most:" >&2
+    printf '%s' "$kpack_refs" | awk -F '\t' '{ print "  " $1 ": " $3 }' >&2
+    exit 1
+elif [ "$climb" -eq 1 ]; then
+    if [ -e "$pkg/bin" ]; then echo "package: the build has a file named bin at the top, where the programs go" >&2; exit 1; fi
+    mkdir "$pkg/.bin"
+    find "$pkg" -mindepth 1 -maxdepth 1 ! -name .bin -exec mv {} "$pkg/.bin/" \;
+    mv "$pkg/.bin" "$pkg/bin"
+    libdir=$pkg/bin
+    echo "package: the toolkit's libraries find their device code in ../.kpack: programs and libraries go in bin/"
+fi
+if [ -n "$kpack_refs" ]; then
+    copied=0
+    missing_code=""
+    found=" "
+    while IFS=$'\t' read -r n s p; do
+        [ -n "$n" ] || continue
+        for t in $(targets_for "$n"); do
+            rel=${p//@GFXARCH@/$t}
+            from="$(dirname "$s")/$rel"
+            if [ -f "$from" ]; then
+                found+="$n:$t "
+                if [ ! -e "$libdir/$rel" ]; then
+                    mkdir -p "$(dirname "$libdir/$rel")"
+                    cp -L "$from" "$libdir/$rel"
+                    copied=$((copied + 1))
+                fi
+            fi
+        done
+    done <<< "$kpack_refs"
+    while IFS=$'\t' read -r n s p; do
+        [ -n "$n" ] || continue
+        for t in $(targets_for "$n"); do
+            case "$found" in *" $n:$t "*) continue ;; esac
+            case "$missing_code" in *"$n needs "*" for $t "*) continue ;; esac
+            missing_code+="$n needs ${p//@GFXARCH@/$t} (from $(dirname "$s")) for $t
+"
+        done
+    done <<< "$kpack_refs"
+    if [ -n "$missing_code" ]; then
+        printf 'package: device code the toolkit does not have:\n%s' "$missing_code" | sed '2,$s/^/  /' >&2
+        echo "package: install the toolkit's device code for these targets (TheRock: rocm[device-<target>]), or leave the targets out" >&2
         exit 1
     fi
+    # What the toolkit's archive folders hold besides: other targets' code, other libraries'.
+    total=$(printf '%s' "$kpack_refs" | while IFS=$'\t' read -r _ s p; do
+        [ -n "$s" ] && dirname "$(dirname "$s")/$p"
+    done | sort -u | while IFS= read -r d; do
+        [ -d "$d" ] && find "$d" -maxdepth 1 -type f -name '*.kpack'
+    done | wc -l | tr -d ' ')
+    left=$((total > copied ? total - copied : 0))
+    echo "package: $copied device code archive(s) for the built targets ($left for other targets or libraries left out)"
 fi
 
 status=0
 while IFS= read -r g; do
-    if ! find "$pkg" -maxdepth 1 -iname "$g" | grep -q .; then
+    if ! find "$libdir" -maxdepth 1 -iname "$g" | grep -q .; then
         echo "package: nothing matching $g (GPUPROBE_BUNDLE_EXPECT) was bundled" >&2
         status=1
     fi
 done < <(split "${GPUPROBE_BUNDLE_EXPECT:-}")
 [ "$status" -eq 0 ] || exit 1
 
-# 4. Data folders (kernel libraries) next to the library that reads them, for the built targets.
+# 5. Data folders (kernel libraries) next to the library that reads them, for the built targets.
 targets=" $(printf '%s' "${GPUPROBE_TARGETS:-}" | tr ';,' '  ') "
 while IFS= read -r pair; do
     lib_glob=${pair%%=*}
@@ -275,8 +418,8 @@ while IFS= read -r pair; do
             for a in $archs; do in_words "$a" "$targets" && keep=1; done
         fi
         if [ "$keep" -eq 1 ]; then
-            mkdir -p "$pkg/$folder/$(dirname "$rel")"
-            cp -L "$f" "$pkg/$folder/$rel"
+            mkdir -p "$libdir/$folder/$(dirname "$rel")"
+            cp -L "$f" "$libdir/$folder/$rel"
             kept=$((kept + 1))
         else
             skipped=$((skipped + 1))
@@ -285,11 +428,11 @@ while IFS= read -r pair; do
     echo "package: $folder: $kept files for the built targets ($skipped for other targets left out)"
 done < <(split "${GPUPROBE_BUNDLE_DATA:-}")
 
-# 5. LICENSE and what the package needs.
+# 6. LICENSE and what the package needs.
 cp "$src/LICENSE" "$pkg/LICENSE"
 glibc=""
 if [ "$os" = linux ]; then
-    needs=$(for f in "$pkg"/*; do
+    needs=$(for f in "$libdir"/*; do
         if [ ! -f "$f" ] || [ -L "$f" ]; then continue; fi
         readelf -VW "$f" 2>/dev/null | awk '
             /Version needs section/ { on = 1; next }
@@ -310,8 +453,15 @@ fi
 {
     echo "$name"
     echo
-    echo "Built by a workflow generated by gpuprobe. Unpack anywhere and run the programs from this"
-    echo "directory; nothing needs to be installed besides what is listed under \"Needs\"."
+    if [ "$libdir" = "$pkg" ]; then
+        echo "Built by a workflow generated by gpuprobe. Unpack anywhere and run the programs from this"
+        echo "directory; nothing needs to be installed besides what is listed under \"Needs\"."
+    else
+        echo "Built by a workflow generated by gpuprobe. Unpack anywhere and run the programs from its bin/"
+        echo "directory; nothing needs to be installed besides what is listed under \"Needs\". The GPU"
+        echo "device code of the toolkit's libraries is in .kpack/, where they look for it (../.kpack"
+        echo "from bin/): keep the two together."
+    fi
     echo
     echo "Contents: the llama.cpp programs and libraries of this build; LICENSE (llama.cpp's licence);"
     if [ -n "$bundled" ]; then
@@ -329,7 +479,7 @@ fi
     fi
 } > "$pkg/README.package.txt"
 
-# 6. The archive.
+# 7. The archive.
 if [ "$os" = linux ]; then
     archive="$out/$name.tar.gz"
     tar -C "$out" --owner=0 --group=0 -czf "$archive" "$name"

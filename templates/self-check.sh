@@ -7,7 +7,9 @@
 #   self-check.sh [--no-run] [--list-devices] ARCHIVE
 #
 # ARCHIVE is NAME.tar.gz (Linux, ELF) or NAME.zip (Windows, PE) holding one top-level directory
-# with LICENSE and llama-cli in it.
+# with LICENSE and llama-cli in it (or in its bin/, next to a .kpack/ of device code archives).
+# - Both: a library with kpack search paths (TheRock 7.13+) must find, for each target, an
+#   archive inside the package whose table of contents lists the target.
 # - Linux: every program, and every library that nothing in the package links (a backend module
 #   that ggml loads at run time), is handed to the system's own dynamic loader with its cache
 #   switched off (LD_TRACE_LOADED_OBJECTS=1 ld.so --inhibit-cache): each library it resolves must lie inside the
@@ -21,8 +23,9 @@
 #   GPUPROBE_TARGETS      the GPU targets built (gfx1100;gfx1201)
 #   GPUPROBE_BUNDLE_DATA  LIBRARY=FOLDER[=TARGETS] pairs, ';'-separated: where LIBRARY is in the
 #                         package, FOLDER next to it must hold kernels for each of TARGETS
-#                         (comma-separated; default: every target built). Default: the rocBLAS
-#                         and hipBLASLt kernel folders
+#                         (comma-separated; default: every target built), and so must the .kpack
+#                         archives it looks for (TheRock 7.13+). Default: the rocBLAS and
+#                         hipBLASLt kernel folders
 #   GITHUB_STEP_SUMMARY   when set, a summary is appended to it
 # --no-run        static checks only (a Windows package looked at from Linux)
 # --list-devices  also run llama-cli --list-devices and require exit 0
@@ -30,7 +33,7 @@
 set +e -uo pipefail
 
 usage() {
-    sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -90,6 +93,71 @@ windows_allowed() {
     in_words "$n" "$WINDOWS_BASE" || is_driver_lib "$n"
 }
 
+# --- kpack readers (the same text in templates/package.sh and templates/self-check.sh) ---
+# TheRock 7.13 and later keep the device code of ROCm's libraries in .kpack archives. A library
+# carries a msgpack map {"kernel_name": ..., "kpack_search_paths": [...]} (ELF section
+# .rocm_kpack_ref, PE section .kpackrf); each path is relative to the library's own directory,
+# with @GFXARCH@ standing for the GPU's target (../.kpack/blas_lib_@GFXARCH@.kpack). An archive
+# starts with "KPAK", a 32-bit version and the 64-bit offset of a msgpack table of contents
+# whose "gfx_arches" lists its targets. (TheRock RELEASES.md and docs/packaging/
+# python_packaging.md; rocm-systems shared/kpack: split_artifacts.py, the runtime's tests.)
+mp_strings() { # KEY < od -tu1 bytes -> the strings of the array that follows the map key KEY
+    awk -v key="$1" '
+        { for (i = 1; i <= NF; i++) b[n++] = $i + 0 }
+        END {
+            k = length(key)
+            for (i = 0; i + k < n; i++) {
+                if (b[i] != 160 + k) continue
+                for (j = 1; j <= k; j++) if (b[i + j] != ord[substr(key, j, 1)]) break
+                if (j <= k) continue
+                p = i + k + 1
+                h = b[p++]
+                if (h >= 144 && h <= 159) cnt = h - 144
+                else if (h == 220) { cnt = b[p] * 256 + b[p + 1]; p += 2 }
+                else { print "!"; exit }
+                for (e = 0; e < cnt; e++) {
+                    h = b[p++]
+                    if (h >= 160 && h <= 191) len = h - 160
+                    else if (h == 217) len = b[p++]
+                    else if (h == 218) { len = b[p] * 256 + b[p + 1]; p += 2 }
+                    else { print "!"; exit }
+                    if (p + len > n) { print "!"; exit }
+                    s = ""
+                    for (j = 0; j < len; j++) {
+                        c = b[p + j]
+                        if (c < 33 || c > 126) { print "!"; exit }
+                        s = s sprintf("%c", c)
+                    }
+                    p += len
+                    print s
+                }
+                exit
+            }
+        }
+        BEGIN { for (c = 33; c < 127; c++) ord[sprintf("%c", c)] = c }'
+}
+# FILE -> its kpack search paths, one a line; nothing for a file without them; "!" for a marker
+# that cannot be read. The key is found by its bytes (0xb2, a msgpack string of 18 bytes, then
+# the name): the kpack runtime's own messages name it without that byte.
+kpack_paths() {
+    local off
+    grep -q -a -F kpack_search_paths "$1" 2>/dev/null || return 0
+    grep -a -b -o -F kpack_search_paths "$1" 2>/dev/null | cut -d: -f1 | while IFS= read -r off; do
+        [ "$off" -gt 0 ] || continue
+        [ "$(tail -c +"$off" "$1" | head -c 1 | od -An -tu1 | tr -d ' ')" = 178 ] || continue
+        tail -c +"$off" "$1" | head -c 8192 | od -An -tu1 -v | mp_strings kpack_search_paths || true
+    done
+}
+# ARCHIVE -> the targets its table of contents lists, one a line; "!" when it is no kpack archive.
+kpack_archs() {
+    local toc
+    if [ "$(head -c 4 "$1" 2>/dev/null)" != KPAK ]; then echo "!"; return; fi
+    toc=$(od -An -tu1 -j8 -N8 "$1" | awk '{ v = 0; for (i = NF; i >= 1; i--) v = v * 256 + $i; print v }')
+    if [ -z "$toc" ] || [ "$toc" -lt 16 ] || [ "$toc" -ge "$(($(wc -c < "$1")))" ]; then echo "!"; return; fi
+    tail -c +"$((toc + 1))" "$1" | head -c 1048576 | od -An -tu1 -v | mp_strings gfx_arches || true
+}
+# --- end of kpack readers ---
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpuprobe-self-check.XXXXXX") || exit 2
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/unpacked"
@@ -136,10 +204,14 @@ done < <(find "$pkg" -type l -print0)
 
 if [ -f "$pkg/LICENSE" ]; then ok "LICENSE is in the package"; else fail "no LICENSE at the top of the package"; fi
 
+# The programs and libraries are at the top, or in bin/ when the toolkit's libraries look for
+# their device code one directory up (../.kpack, templates/package.sh).
 cli=""
-for c in llama-cli llama-cli.exe main main.exe; do
+for c in llama-cli llama-cli.exe main main.exe bin/llama-cli bin/llama-cli.exe bin/main bin/main.exe; do
     if [ -f "$pkg/$c" ]; then cli="$pkg/$c"; break; fi
 done
+libdir=$pkg
+[ -z "$cli" ] || libdir=$(dirname "$cli")
 if [ -z "$cli" ]; then
     fail "no llama-cli in the package"
 elif [ "$os" = linux ] && [ ! -x "$cli" ]; then
@@ -152,9 +224,9 @@ fi
 # kernels for any of the targets needs no folder.
 check_kernels() { # LIBRARY_GLOB FOLDER TARGETS
     local lib folder t found
-    lib=$(find "$pkg" -maxdepth 1 -iname "$1" -print -quit)
+    lib=$(find "$libdir" -maxdepth 1 -iname "$1" -print -quit)
     [ -n "$lib" ] || return 0
-    folder="$pkg/$2"
+    folder="$libdir/$2"
     if [ ! -d "$folder" ]; then
         if [ -z "$(printf '%s' "$3" | tr -d ' ')" ]; then
             ok "${lib##*/} has no kernel folder $2, and the toolkit builds its kernels for none of the targets"
@@ -170,6 +242,7 @@ check_kernels() { # LIBRARY_GLOB FOLDER TARGETS
     ok "$2 is next to ${lib##*/} ($(find "$folder" -type f | wc -l | tr -d ' ') files)"
 }
 all_targets=$(printf '%s' "${GPUPROBE_TARGETS:-}" | tr ';,' '  ')
+bundle_data=${GPUPROBE_BUNDLE_DATA:-librocblas.so*=rocblas/library;libhipblaslt.so*=hipblaslt/library;*rocblas.dll=rocblas/library;*hipblaslt.dll=hipblaslt/library}
 while IFS= read -r pair; do
     [ -n "$pair" ] || continue
     lib_glob=${pair%%=*}
@@ -177,7 +250,7 @@ while IFS= read -r pair; do
     folder=${rest%%=*}
     if [ "$rest" = "$folder" ]; then need=$all_targets; else need=$(printf '%s' "${rest#*=}" | tr ',' ' '); fi
     check_kernels "$lib_glob" "$folder" "$need"
-done < <(printf '%s\n' "${GPUPROBE_BUNDLE_DATA:-librocblas.so*=rocblas/library;libhipblaslt.so*=hipblaslt/library;*rocblas.dll=rocblas/library;*hipblaslt.dll=hipblaslt/library}" | tr ';' '\n')
+done < <(printf '%s\n' "$bundle_data" | tr ';' '\n')
 
 requirements=""
 
@@ -301,7 +374,7 @@ pe_imports() { # FILE -> one DLL name a line
 
 check_windows() {
     local f dll have bad=0 n=0 system_dlls=" "
-    have=" $(find "$pkg" -maxdepth 1 -type f -iname '*.dll' -exec basename {} \; | tr '[:upper:]' '[:lower:]' | tr '\n' ' ') "
+    have=" $(find "$libdir" -maxdepth 1 -type f -iname '*.dll' -exec basename {} \; | tr '[:upper:]' '[:lower:]' | tr '\n' ' ') "
     while IFS= read -r -d '' f; do
         n=$((n + 1))
         local imports
@@ -325,7 +398,79 @@ check_windows() {
     [ "$bad" -eq 0 ] && ok "$n PE files import only DLLs in the package or from Windows/the driver:$(printf '%s' "$system_dlls" | tr ' ' '\n' | sort -u | tr '\n' ' ' | sed 's/ *$//; s/^ */ /')"
 }
 
+# The targets a library's device code must cover: GPUPROBE_BUNDLE_DATA's TARGETS for it, as for
+# its kernel folder, else every target built.
+targets_for() {
+    local pair glob rest
+    while IFS= read -r pair; do
+        [ -n "$pair" ] || continue
+        glob=${pair%%=*}
+        rest=${pair#*=}
+        # shellcheck disable=SC2254
+        case "$(lower "$1")" in $(lower "$glob"))
+            if [ "${rest#*=}" != "$rest" ]; then printf '%s' "${rest#*=}" | tr ',' ' '; return; fi ;;
+        esac
+    done < <(printf '%s\n' "$bundle_data" | tr ';' '\n')
+    printf '%s' "$all_targets"
+}
+
+# Every library that carries kpack search paths (TheRock 7.13 and later) must find, for each
+# target its device code covers, an archive inside the package that lists the target.
+check_kpacks() {
+    local f paths p t rel path real archs found tried why need name libs=0 before=$failures names=""
+    while IFS= read -r -d '' f; do
+        if [ "$os" = linux ]; then
+            [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] || continue
+            [ "$(elf_machine "$f")" != 224 ] || continue
+        else
+            case "$(lower "$f")" in *.dll | *.exe) ;; *) continue ;; esac
+        fi
+        paths=$(kpack_paths "$f")
+        [ -n "$paths" ] || continue
+        libs=$((libs + 1))
+        name=${f#"$pkg"/}
+        names+=" ${f##*/}"
+        if printf '%s\n' "$paths" | grep -q -x '!'; then
+            fail "$name carries a kpack marker that cannot be read"
+            continue
+        fi
+        if [ -z "$(printf '%s' "$all_targets" | tr -d ' ')" ]; then
+            fail "$name looks for its device code per GPU target, and GPUPROBE_TARGETS names none to check"
+            continue
+        fi
+        need=$(targets_for "${f##*/}")
+        for t in $need; do
+            found=0
+            tried=""
+            why=""
+            while IFS= read -r p; do
+                rel=${p//@GFXARCH@/$t}
+                tried+=" $rel"
+                path="$(dirname "$f")/$rel"
+                [ -f "$path" ] || continue
+                real=$(readlink -f "$path" 2>/dev/null || printf '%s' "$path")
+                if ! inside "$real"; then why+="; $rel is outside the package"; continue; fi
+                archs=$(kpack_archs "$path")
+                if [ "$archs" = "!" ]; then why+="; $rel is no kpack archive (no KPAK header and table of contents)"; continue; fi
+                if printf '%s\n' "$archs" | grep -q -x -F "$t"; then found=1; break; fi
+                why+="; $rel lists $(printf '%s' "$archs" | tr '\n' ' ' | sed 's/ *$//'), not $t"
+            done <<< "$paths"
+            if [ "$found" -eq 0 ]; then
+                fail "$name finds no device code for $t (looked for${tried}, relative to its directory${why})"
+            fi
+        done
+    done < <(find "$pkg" -type f -print0)
+    if [ "$libs" -gt 0 ] && [ "$failures" -eq "$before" ]; then
+        if [ "$libs" -eq 1 ]; then
+            ok "1 library finds its kpack device code for every target:$names"
+        else
+            ok "$libs libraries find their kpack device code for every target:$names"
+        fi
+    fi
+}
+
 if [ "$os" = linux ]; then check_linux; else check_windows; fi
+check_kpacks
 
 run_cli() { # ARGS... ; prints the output, returns the exit status
     local env_cmd

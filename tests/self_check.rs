@@ -561,29 +561,349 @@ fn a_library_without_kernels_for_the_targets_needs_no_kernel_folder() {
     );
 }
 
-#[test]
-fn a_toolkit_with_kpack_device_archives_is_not_packed_flat() {
-    // TheRock 7.13+: rocBLAS's device code in ../.kpack next to the library directory.
+// TheRock 7.13+ keeps device code in .kpack archives that a library finds through search paths
+// it carries (ELF section .rocm_kpack_ref, PE section .kpackrf: a msgpack map of `kernel_name`
+// and `kpack_search_paths`, each path relative to the library's directory with @GFXARCH@ for the
+// GPU's target); an archive starts with KPAK, a version and the offset of a msgpack table of
+// contents listing its `gfx_arches`. No TheRock toolkit can be installed here, so the layout is
+// made here as documented (TheRock RELEASES.md, docs/packaging/python_packaging.md): real ELF
+// and PE files with a real marker section added by objcopy, and archives with the documented
+// header and table of contents. It is failure injection of a file layout, not a stand-in for
+// TheRock's libraries.
+
+fn mp_str(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut v = if b.len() < 32 {
+        vec![0xa0 | b.len() as u8]
+    } else {
+        vec![0xd9, b.len() as u8]
+    };
+    v.extend_from_slice(b);
+    v
+}
+
+fn kpack_marker(kernel_name: &str, paths: &[&str]) -> Vec<u8> {
+    let mut v = vec![0x82];
+    v.extend(mp_str("kernel_name"));
+    v.extend(mp_str(kernel_name));
+    v.extend(mp_str("kpack_search_paths"));
+    v.push(0x90 | paths.len() as u8);
+    for p in paths {
+        v.extend(mp_str(p));
+    }
+    v
+}
+
+fn kpack_archive(archs: &[&str]) -> Vec<u8> {
+    let blob = b"device code".to_vec();
+    let mut toc = vec![0x83];
+    toc.extend(mp_str("format_version"));
+    toc.push(0x01);
+    toc.extend(mp_str("gfx_arches"));
+    toc.push(0x90 | archs.len() as u8);
+    for a in archs {
+        toc.extend(mp_str(a));
+    }
+    toc.extend(mp_str("toc"));
+    toc.push(0x80);
+    let mut v = b"KPAK".to_vec();
+    v.extend(1u32.to_le_bytes());
+    v.extend((64 + blob.len() as u64).to_le_bytes());
+    v.resize(64, 0);
+    v.extend(blob);
+    v.extend(toc);
+    v
+}
+
+/// Adds `section` holding a kpack marker with `paths` to the ELF or PE file at `path`.
+fn add_kpack_marker(path: &Path, section: &str, paths: &[&str]) {
+    let marker = path.with_extension("marker");
+    std::fs::write(&marker, kpack_marker("lib/x", paths)).unwrap();
+    let out = path.with_extension("marked");
+    run(Command::new("objcopy")
+        .arg("--add-section")
+        .arg(format!("{section}={}", marker.display()))
+        .arg(path)
+        .arg(&out));
+    std::fs::rename(&out, path).unwrap();
+    std::fs::remove_file(&marker).unwrap();
+}
+
+const BLAS_KPACK: &str = "../.kpack/blas_lib_@GFXARCH@.kpack";
+
+/// toolkit_layout() with TheRock 7.13's device code layout: librocblas carries the search path
+/// ../.kpack/blas_lib_@GFXARCH@.kpack, and the toolkit's .kpack holds archives for gfx1100,
+/// gfx1201 and gfx90a.
+fn kpack_toolkit() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     let (root, build, src, kit) = toolkit_layout();
+    add_kpack_marker(
+        &kit.join("librocblas.so.4.2"),
+        ".rocm_kpack_ref",
+        &[BLAS_KPACK],
+    );
     let kpack = kit.parent().unwrap().join(".kpack");
     std::fs::create_dir_all(&kpack).unwrap();
-    std::fs::write(kpack.join("blas_lib_gfx1100.kpack"), "kpack").unwrap();
+    for t in ["gfx1100", "gfx1201", "gfx90a"] {
+        std::fs::write(
+            kpack.join(format!("blas_lib_{t}.kpack")),
+            kpack_archive(&[t]),
+        )
+        .unwrap();
+    }
+    (root, build, src, kit)
+}
+
+fn pack_kpack(
+    root: &Path,
+    build: &Path,
+    src: &Path,
+    runtime: &str,
+    targets: &str,
+) -> (Output, PathBuf, PathBuf) {
+    let out = root.join(format!("dist-{}", targets.replace(';', "-")));
+    let o = sh(
+        "package.sh",
+        &[build, src, &out, Path::new("llama-kp")],
+        &[
+            ("GPUPROBE_OS", "linux"),
+            ("GPUPROBE_RUNTIME_DIRS", runtime),
+            ("GPUPROBE_BUNDLE_EXPECT", "librocblas.so.*"),
+            ("GPUPROBE_BUNDLE_DATA", "librocblas.so.*=rocblas/library"),
+            ("GPUPROBE_TARGETS", targets),
+        ],
+    );
+    let archive = out.join("llama-kp.tar.gz");
+    (o, out.join("llama-kp"), archive)
+}
+
+fn check_kpack(archive: &Path, targets: &str) -> (Option<i32>, String) {
+    let o = sh(
+        "self-check.sh",
+        &[archive],
+        &[
+            ("GPUPROBE_TARGETS", targets),
+            ("GPUPROBE_BUNDLE_DATA", "librocblas.so.*=rocblas/library"),
+        ],
+    );
+    (o.status.code(), text(&o))
+}
+
+#[test]
+fn kpack_device_code_is_packed_where_the_libraries_look_for_it() {
+    let (root, build, src, kit) = kpack_toolkit();
+    let kit_s = kit.to_str().unwrap().to_string();
+    let (o, pkg, archive) = pack_kpack(root.path(), &build, &src, &kit_s, "gfx1100;gfx1201");
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    assert!(log.contains("programs and libraries go in bin/"), "{log}");
+    assert!(
+        log.contains("2 device code archive(s) for the built targets (1 for other targets or libraries left out)"),
+        "{log}"
+    );
+    // The toolkit's layout, kept: bin/ holds what lib/ held, .kpack/ sits beside it.
+    for f in [
+        "bin/llama-cli",
+        "bin/libggml-hip.so",
+        "bin/librocblas.so.4",
+        "bin/rocblas/library/TensileLibrary_lazy_gfx1100.dat",
+        ".kpack/blas_lib_gfx1100.kpack",
+        ".kpack/blas_lib_gfx1201.kpack",
+        "LICENSE",
+        "README.package.txt",
+    ] {
+        assert!(pkg.join(f).is_file(), "{f}: {log}");
+    }
+    assert!(!pkg.join(".kpack/blas_lib_gfx90a.kpack").exists(), "{log}");
+    assert!(!pkg.join("llama-cli").exists());
+    let readme = std::fs::read_to_string(pkg.join("README.package.txt")).unwrap();
+    assert!(
+        readme.contains("run the programs from its bin/"),
+        "{readme}"
+    );
+
+    // The toolkit is gone on the user's machine: the package alone passes.
+    std::fs::rename(kit.parent().unwrap(), root.path().join("moved")).unwrap();
+    let (code, out) = check_kpack(&archive, "gfx1100;gfx1201");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("ok: 1 library finds its kpack device code for every target: librocblas.so.4"),
+        "{out}"
+    );
+    assert!(out.contains("runs from the unpacked package"), "{out}");
+
+    // Broken packages, each failing with what is missing.
+    let broken = |change: &dyn Fn(&Path), says: &str| {
+        let (_d, bad) = repacked(&archive, |p| change(p));
+        let (code, out) = check_kpack(&bad, "gfx1100;gfx1201");
+        assert_eq!(code, Some(1), "{says}: {out}");
+        assert!(out.contains(says), "should say `{says}`: {out}");
+        assert!(out.contains("is NOT self-contained"), "{out}");
+    };
+    broken(
+        &|p| std::fs::remove_file(p.join(".kpack/blas_lib_gfx1201.kpack")).unwrap(),
+        "FAIL: bin/librocblas.so.4 finds no device code for gfx1201 (looked for ../.kpack/blas_lib_gfx1201.kpack, relative to its directory)",
+    );
+    broken(
+        &|p| {
+            std::fs::write(
+                p.join(".kpack/blas_lib_gfx1201.kpack"),
+                kpack_archive(&["gfx1100"]),
+            )
+            .unwrap()
+        },
+        "../.kpack/blas_lib_gfx1201.kpack lists gfx1100, not gfx1201",
+    );
+    broken(
+        &|p| std::fs::write(p.join(".kpack/blas_lib_gfx1100.kpack"), b"not an archive").unwrap(),
+        "../.kpack/blas_lib_gfx1100.kpack is no kpack archive",
+    );
+    // Flattened (the libraries at the top): ../.kpack leads out of the package.
+    broken(
+        &|p| {
+            for e in std::fs::read_dir(p.join("bin")).unwrap() {
+                let e = e.unwrap();
+                std::fs::rename(e.path(), p.join(e.file_name())).unwrap();
+            }
+            std::fs::remove_dir(p.join("bin")).unwrap();
+        },
+        "FAIL: librocblas.so.4 finds no device code for gfx1100",
+    );
+    // A target the package was not built for is not in it.
+    let (code, out) = check_kpack(&archive, "gfx1100;gfx90a");
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("finds no device code for gfx90a"), "{out}");
+}
+
+#[test]
+fn packing_fails_when_the_toolkit_has_no_device_code_for_a_target() {
+    let (root, build, src, kit) = kpack_toolkit();
+    let kit_s = kit.to_str().unwrap().to_string();
+    let (o, _pkg, archive) = pack_kpack(root.path(), &build, &src, &kit_s, "gfx1100;gfx1030");
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("librocblas.so.4 needs ../.kpack/blas_lib_gfx1030.kpack (from "),
+        "{log}"
+    );
+    assert!(log.contains("rocm[device-<target>]"), "{log}");
+    assert!(!archive.exists(), "{log}");
+}
+
+#[test]
+fn a_kpack_search_path_that_leaves_the_layout_is_refused() {
+    for (path, says) in [
+        (
+            "../../.kpack/blas_lib_@GFXARCH@.kpack",
+            "looks for its device code 2 directories above its own",
+        ),
+        (
+            "/opt/rocm/.kpack/blas_lib_@GFXARCH@.kpack",
+            "carries a kpack search path that cannot be followed ('/opt/rocm/.kpack/blas_lib_@GFXARCH@.kpack')",
+        ),
+        ("../.kpack/../../x_@GFXARCH@.kpack", "cannot be followed"),
+    ] {
+        let (root, build, src, kit) = toolkit_layout();
+        add_kpack_marker(&kit.join("librocblas.so.4.2"), ".rocm_kpack_ref", &[path]);
+        let kit_s = kit.to_str().unwrap().to_string();
+        let (o, _, archive) = pack_kpack(root.path(), &build, &src, &kit_s, "gfx1100");
+        let log = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{path}: {log}");
+        assert!(log.contains(says), "{path}: should say `{says}`: {log}");
+        assert!(!archive.exists());
+    }
+}
+
+#[test]
+fn windows_packages_carry_kpack_device_code_beside_bin() {
+    // The Windows package step is the same bash script (Git Bash on the runner); PE files here
+    // are pip's real Windows launcher, one of them carrying a .kpackrf section.
+    let Some(exe) = windows_launcher() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "pip's t64.exe is needed in CI"
+        );
+        eprintln!("skipped: no pip t64.exe found");
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let build = root.path().join("build");
+    let kit = root.path().join("rocm/bin");
+    let src = root.path().join("src");
+    for d in [&build.join("bin"), &kit, &src] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(src.join("LICENSE"), "MIT\n").unwrap();
+    std::fs::copy(&exe, build.join("bin/llama-cli.exe")).unwrap();
+    std::fs::copy(&exe, kit.join("rocblas.dll")).unwrap();
+    add_kpack_marker(&kit.join("rocblas.dll"), ".kpackrf", &[BLAS_KPACK]);
+    std::fs::create_dir_all(kit.join("rocblas/library")).unwrap();
+    std::fs::write(
+        kit.join("rocblas/library/TensileLibrary_lazy_gfx1100.dat"),
+        "x",
+    )
+    .unwrap();
+    let kpack = root.path().join("rocm/.kpack");
+    std::fs::create_dir_all(&kpack).unwrap();
+    for t in ["gfx1100", "gfx1201"] {
+        std::fs::write(
+            kpack.join(format!("blas_lib_{t}.kpack")),
+            kpack_archive(&[t]),
+        )
+        .unwrap();
+    }
     let out = root.path().join("dist");
     let kit_s = kit.to_str().unwrap().to_string();
     let o = sh(
         "package.sh",
-        &[&build, &src, &out, Path::new("llama-test")],
+        &[&build, &src, &out, Path::new("llama-win")],
         &[
-            ("GPUPROBE_OS", "linux"),
+            ("GPUPROBE_OS", "windows"),
             ("GPUPROBE_RUNTIME_DIRS", kit_s.as_str()),
+            ("GPUPROBE_BUNDLE_EXTRA", "*rocblas.dll"),
+            ("GPUPROBE_BUNDLE_EXPECT", "*rocblas.dll"),
+            ("GPUPROBE_BUNDLE_DATA", "*rocblas.dll=rocblas/library"),
             ("GPUPROBE_TARGETS", "gfx1100"),
         ],
     );
     let log = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{log}");
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    let pkg = out.join("llama-win");
+    for f in [
+        "bin/llama-cli.exe",
+        "bin/rocblas.dll",
+        "bin/rocblas/library/TensileLibrary_lazy_gfx1100.dat",
+        ".kpack/blas_lib_gfx1100.kpack",
+    ] {
+        assert!(pkg.join(f).is_file(), "{f}: {log}");
+    }
+    assert!(!pkg.join(".kpack/blas_lib_gfx1201.kpack").exists(), "{log}");
+    let zip = out.join("llama-win.zip");
+    let check = |z: &Path| {
+        let o = sh(
+            "self-check.sh",
+            &[Path::new("--no-run"), z],
+            &[("GPUPROBE_TARGETS", "gfx1100")],
+        );
+        (o.status.code(), text(&o))
+    };
+    let (code, outp) = check(&zip);
+    assert_eq!(code, Some(0), "{outp}");
     assert!(
-        log.contains("librocblas.so.4 (") && log.contains("1 .kpack files"),
-        "{log}"
+        outp.contains("1 library finds its kpack device code for every target: rocblas.dll"),
+        "{outp}"
     );
-    assert!(!out.join("llama-test.tar.gz").exists(), "{log}");
+    // The same package without its archive.
+    std::fs::remove_file(pkg.join(".kpack/blas_lib_gfx1100.kpack")).unwrap();
+    let bad = root.path().join("llama-win.zip");
+    run(Command::new("python3")
+        .args(["-m", "zipfile", "-c"])
+        .arg(&bad)
+        .arg("llama-win")
+        .current_dir(&out));
+    let (code, outp) = check(&bad);
+    assert_eq!(code, Some(1), "{outp}");
+    assert!(
+        outp.contains("bin/rocblas.dll finds no device code for gfx1100"),
+        "{outp}"
+    );
 }

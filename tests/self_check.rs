@@ -907,3 +907,16 @@ fn windows_packages_carry_kpack_device_code_beside_bin() {
         "{outp}"
     );
 }
+
+#[test]
+fn both_scripts_read_kpack_markers_with_the_same_text() {
+    let block = |script: &str| -> String {
+        let text = std::fs::read_to_string(repo().join("templates").join(script)).unwrap();
+        let start = text
+            .find("# --- kpack readers")
+            .unwrap_or_else(|| panic!("{script}: no kpack readers"));
+        let end = text.find("# --- end of kpack readers ---").unwrap();
+        text[start..end].to_string()
+    };
+    assert_eq!(block("package.sh"), block("self-check.sh"));
+}

@@ -24,7 +24,7 @@ if [ -z "${GPUPROBE_SKIP_INSTALL:-}" ]; then
     export DEBIAN_FRONTEND=noninteractive
     $sudo_ apt-get update -q
     $sudo_ apt-get install -y -q --no-install-recommends cmake ninja-build hipcc libamdhip64-dev \
-        libclang-15-dev python3-venv python3-yaml shellcheck ca-certificates \
+        libclang-15-dev python3-venv python3-yaml shellcheck ca-certificates patchelf \
         clang-19 lld-19 llvm-19 clang-tools-19 >/dev/null
     step "install: nvcc and cuda.h from PyPI, hipcc from Debian, HIP 6.1/6.2/7.1 headers from PyPI"
     bash scripts/install-toolchains.sh

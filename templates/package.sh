@@ -266,8 +266,16 @@ fi
 if [ "$os" = linux ] && [ -n "$bundled" ]; then
     if command -v patchelf >/dev/null 2>&1; then
         while IFS=$'\t' read -r n _; do
+            [ -n "$n" ] || continue
+            # patchelf up to 0.18.0 corrupts the program headers of kpack-split libraries (their
+            # PHDR in a trailing LOAD segment; TheRock docs/environment_setup_guide.md): those
+            # keep their own RUNPATH, and the self-check shows whether it finds their libraries.
+            if [ -n "$(kpack_paths "$pkg/$n")" ]; then
+                echo "package: $n keeps its own RUNPATH (a kpack-split library, which patchelf would corrupt)"
+                continue
+            fi
             # shellcheck disable=SC2016 # the literal text $ORIGIN, for the loader
-            [ -z "$n" ] || patchelf --set-rpath '$ORIGIN' "$pkg/$n"
+            patchelf --set-rpath '$ORIGIN' "$pkg/$n"
         done <<< "$bundled"
         echo "package: RUNPATH \$ORIGIN set on the bundled libraries (patchelf)"
     else

@@ -920,3 +920,122 @@ fn both_scripts_read_kpack_markers_with_the_same_text() {
     };
     assert_eq!(block("package.sh"), block("self-check.sh"));
 }
+
+/// Debian's HIP compiler and runtime, or None (skipped) outside CI.
+fn debian_hip() -> Option<(PathBuf, PathBuf)> {
+    let hipcc = ["/opt/rocm/bin/hipcc", "/usr/bin/hipcc"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file());
+    let runtime = PathBuf::from("/usr/lib/x86_64-linux-gnu/libamdhip64.so.5");
+    let patchelf = Command::new("patchelf").arg("--version").output().is_ok();
+    match hipcc {
+        Some(h) if runtime.exists() && patchelf => Some((h, runtime)),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI installs hipcc, libamdhip64-dev and patchelf (scripts/test.sh)"
+            );
+            eprintln!("skipped: no hipcc, Debian libamdhip64 or patchelf here");
+            None
+        }
+    }
+}
+
+#[test]
+fn a_hip_program_on_debians_rocm_runtime_with_kpack_code_packs_and_checks() {
+    // Real files: a HIP program built with Debian's hipcc (ROCm 5.2), linked to Debian's
+    // libamdhip64.so.5, whose libraries (libhsa-runtime64, libhsakmt, ...) the package bundles.
+    // The toolkit's copy of libamdhip64 is given what a kpack-split TheRock library has: an
+    // $ORIGIN-relative RUNPATH and a .rocm_kpack_ref section (added here: the layout injection),
+    // with the toolkit's .kpack beside its lib/.
+    let Some((hipcc, runtime)) = debian_hip() else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let build = root.path().join("build");
+    let kit = root.path().join("rocm/lib");
+    let src = root.path().join("src");
+    for d in [&build.join("bin"), &kit, &src] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(src.join("LICENSE"), "MIT\n").unwrap();
+    std::fs::write(
+        build.join("cli.hip"),
+        "#include <hip/hip_runtime.h>\n#include <stdio.h>\nint main(void) {\n  int v = 0;\n  hipError_t e = hipRuntimeGetVersion(&v);\n  printf(\"version: 1 (HIP runtime %d, %s)\\n\", v, hipGetErrorName(e));\n  return 0;\n}\n",
+    )
+    .unwrap();
+    run(Command::new(&hipcc)
+        .args(["--offload-arch=gfx1030", "-o", "bin/llama-cli", "cli.hip"])
+        .arg("-Wl,-rpath,$ORIGIN")
+        .current_dir(&build));
+    std::fs::remove_file(build.join("cli.hip")).unwrap();
+    let lib = kit.join("libamdhip64.so.5");
+    std::fs::copy(std::fs::canonicalize(&runtime).unwrap(), &lib).unwrap();
+    run(Command::new("patchelf")
+        .args(["--set-rpath", "$ORIGIN:$ORIGIN/rocm_sysdeps/lib"])
+        .arg(&lib));
+    add_kpack_marker(
+        &lib,
+        ".rocm_kpack_ref",
+        &["../.kpack/hip_lib_@GFXARCH@.kpack"],
+    );
+    let kpack = root.path().join("rocm/.kpack");
+    std::fs::create_dir_all(&kpack).unwrap();
+    std::fs::write(
+        kpack.join("hip_lib_gfx1030.kpack"),
+        kpack_archive(&["gfx1030"]),
+    )
+    .unwrap();
+    let runtime_dirs = format!("{};/usr/lib/x86_64-linux-gnu", kit.display());
+    let pack = |targets: &str| {
+        let out = root.path().join(format!("dist-{targets}"));
+        let o = sh(
+            "package.sh",
+            &[&build, &src, &out, Path::new("llama-hip")],
+            &[
+                ("GPUPROBE_OS", "linux"),
+                ("GPUPROBE_RUNTIME_DIRS", runtime_dirs.as_str()),
+                ("GPUPROBE_BUNDLE_EXPECT", "libamdhip64.so.*"),
+                ("GPUPROBE_TARGETS", targets),
+            ],
+        );
+        (o, out.join("llama-hip.tar.gz"))
+    };
+    let (o, archive) = pack("gfx1030");
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    assert!(log.contains("bundled libamdhip64.so.5 from"), "{log}");
+    assert!(log.contains("bundled libhsa-runtime64.so.1 from"), "{log}");
+    assert!(
+        log.contains("libamdhip64.so.5 keeps its own RUNPATH (a kpack-split library"),
+        "{log}"
+    );
+    assert!(
+        log.contains("1 device code archive(s) for the built targets"),
+        "{log}"
+    );
+    let o = sh(
+        "self-check.sh",
+        &[&archive],
+        &[("GPUPROBE_TARGETS", "gfx1030")],
+    );
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains(
+            "ok: 1 library finds its kpack device code for every target: libamdhip64.so.5"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("version: 1 (HIP runtime 5"), "{out}");
+    // The toolkit without that target's device code: nothing is packed.
+    let (o, archive) = pack("gfx1030;gfx1100");
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("libamdhip64.so.5 needs ../.kpack/hip_lib_gfx1100.kpack"),
+        "{log}"
+    );
+    assert!(!archive.exists());
+}

@@ -26,7 +26,11 @@
 #           in the same tree) is put next to the unpacked libraries and runs against them.
 #           The time of each step is printed (TIME lines).
 # Each phase can run in its own call while WORK persists. Fails loudly: exit 1 with the reason.
+# WORK/summary.txt gets the result lines (TIME, checks, E2E OK / E2E FAIL) of this call.
+# E2E_BUDGET_S (default 540): the package phase stops its build, with E2E FAIL, where finishing
+# it would leave less than 150 s for packing and the checks, so a call ends inside its budget.
 set -u
+[ $# -ge 3 ] || { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 gp=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 sdist=$2
 work=$3
@@ -34,8 +38,15 @@ phase=${4:-all}
 jobs=$(getconf _NPROCESSORS_ONLN)
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
-fail() { echo "E2E FAIL: $*"; exit 1; }
+summary=$work/summary.txt
+: >"$summary"
+say() { echo "$*"; echo "$*" >>"$summary"; }
+fail() { say "E2E FAIL: $*"; exit 1; }
 t() { date +%s; }
+t_start=$(t)
+budget=${E2E_BUDGET_S:-540}
+left() { echo $((budget - ($(t) - t_start))); }
+say "e2e-gpu $phase: $(date -u +%Y-%m-%dT%H:%M:%SZ), $jobs jobs, budget $budget s"
 
 src=$work/src
 if [ ! -f "$src/CMakeLists.txt" ]; then
@@ -133,14 +144,19 @@ package_phase() {
         esac
     done
     flags="$flags -DLLAMA_USE_PREBUILT_UI=OFF"
-    echo "flags:$flags"
+    say "flags:$flags"
     out=$work/build-package
     t0=$(t)
     # shellcheck disable=SC2086
     cmake -S "$src" -B "$out" -G Ninja $flags >"$work/build-package.log" 2>&1 \
-        && cmake --build "$out" --target llama-cli test-backend-ops -j "$jobs" >>"$work/build-package.log" 2>&1 \
-        || { tail -40 "$work/build-package.log"; fail "build (package) failed"; }
-    echo "TIME build (package, llama-cli and test-backend-ops): $(( $(t) - t0 )) s with $jobs jobs"
+        || { tail -40 "$work/build-package.log"; fail "configure (package) failed"; }
+    room=$(( $(left) - 150 ))
+    [ "$room" -gt 60 ] || fail "only $(left) s of the $budget s budget left before the build"
+    timeout "$room" cmake --build "$out" --target llama-cli test-backend-ops -j "$jobs" >>"$work/build-package.log" 2>&1
+    rc_b=$?
+    [ "$rc_b" -ne 124 ] || fail "the build (package) did not finish in $room s (budget $budget s, E2E_BUDGET_S); $(grep -c '^\[' "$work/build-package.log") build lines logged"
+    [ "$rc_b" -eq 0 ] || { tail -40 "$work/build-package.log"; fail "build (package) failed"; }
+    say "TIME build (package, llama-cli and test-backend-ops, with every backend module): $(( $(t) - t0 )) s with $jobs jobs"
     toolkit_lib=$(dirname "$(dirname "$(command -v nvcc)")")/lib64
     pkg=$work/pkg
     rm -rf "$pkg"
@@ -150,9 +166,11 @@ package_phase() {
         GPUPROBE_BUNDLE_EXPECT=$(yaml_value "$work/workflow.yml" GPUPROBE_BUNDLE_EXPECT) \
         GPUPROBE_BUNDLE_EXTRA=$(yaml_value "$work/workflow.yml" GPUPROBE_BUNDLE_EXTRA) \
         GPUPROBE_BUNDLE_DATA=$(yaml_value "$work/workflow.yml" bundle_data) \
-        bash "$root/templates/package.sh" "$out" "$src" "$pkg" llama-e2e-cuda | tee "$work/package.txt" \
-        || fail "packing failed"
-    echo "TIME pack: $(( $(t) - t0 )) s ($(du -h "$pkg/llama-e2e-cuda.tar.gz" | cut -f1))"
+        bash "$root/templates/package.sh" "$out" "$src" "$pkg" llama-e2e-cuda >"$work/package.txt" 2>&1
+    rc_p=$?
+    cat "$work/package.txt"
+    [ "$rc_p" -eq 0 ] && [ -f "$pkg/llama-e2e-cuda.tar.gz" ] || fail "packing failed (exit $rc_p)"
+    say "TIME pack: $(( $(t) - t0 )) s ($(du -h "$pkg/llama-e2e-cuda.tar.gz" | cut -f1))"
     archive=$pkg/llama-e2e-cuda.tar.gz
     # The driver alone: a directory holding only a link to the driver's libcuda.so.1.
     driver_lib=$(ldconfig -p | sed -n 's/^[[:space:]]*libcuda\.so\.1 (libc6,x86-64) => //p' | head -n 1)
@@ -161,13 +179,16 @@ package_phase() {
     ln -sf "$driver_lib" "$work/driver-only/libcuda.so.1"
     t0=$(t)
     GPUPROBE_DRIVER_LIBS=libcuda.so.1 GPUPROBE_DRIVER_DIR=$work/driver-only GPUPROBE_TARGETS=$arch \
-        bash "$root/templates/self-check.sh" --list-devices "$archive" | tee "$work/self-check.txt"
-    grep -q 'is self-contained' "$work/self-check.txt" || fail "the self-check failed"
-    echo "TIME self-check: $(( $(t) - t0 )) s"
+        bash "$root/templates/self-check.sh" --list-devices "$archive" >"$work/self-check.txt" 2>&1
+    rc_s=$?
+    cat "$work/self-check.txt"
+    grep '^FAIL: ' "$work/self-check.txt" >>"$summary"
+    [ "$rc_s" -eq 0 ] && grep -q 'is self-contained' "$work/self-check.txt" || fail "the self-check failed (exit $rc_s)"
+    say "TIME self-check: $(( $(t) - t0 )) s"
     fresh=$work/fresh
     t0=$(t)
     rm -rf "$fresh" && mkdir -p "$fresh" && tar -xzf "$archive" -C "$fresh" || fail "cannot unpack $archive"
-    echo "TIME unpack alone: $(( $(t) - t0 )) s"
+    say "TIME unpack alone: $(( $(t) - t0 )) s"
     t0=$(t)
     interp=$(readelf -lW "$fresh/llama-e2e-cuda/llama-cli" | sed -n 's/.*Requesting program interpreter: \(.*\)\]/\1/p')
     # With the loader's cache off, only the package ($ORIGIN), the system's default directories
@@ -175,20 +196,23 @@ package_phase() {
     (cd "$fresh/llama-e2e-cuda" && env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$work/driver-only" \
         "$interp" --inhibit-cache ./llama-cli --list-devices) 2>&1 | tee "$work/devices-package.txt"
     grep -q 'CUDA0' "$work/devices-package.txt" || fail "the unpacked package does not list CUDA0 with only the driver on the library path"
-    echo "TIME llama-cli --list-devices from the unpacked archive: $(( $(t) - t0 )) s"
+    say "TIME llama-cli --list-devices from the unpacked archive: $(( $(t) - t0 )) s"
     # check-build --exercise on the unpacked libraries: test-backend-ops from the same build,
     # next to them (its RUNPATH is $ORIGIN), with only the driver from outside.
     cp "$out/bin/test-backend-ops" "$fresh/llama-e2e-cuda/" || fail "no test-backend-ops in $out/bin"
     t0=$(t)
-    LD_LIBRARY_PATH="$work/driver-only" "$gp" check-build --exercise --llama-build "$build" --exercise-timeout 240 \
+    ex_limit=$(( $(left) - 15 ))
+    [ "$ex_limit" -le 240 ] || ex_limit=240
+    [ "$ex_limit" -gt 20 ] || fail "only $(left) s of the $budget s budget left for check-build --exercise"
+    LD_LIBRARY_PATH="$work/driver-only" "$gp" check-build --exercise --llama-build "$build" --exercise-timeout "$ex_limit" \
         --binary "$fresh/llama-e2e-cuda/test-backend-ops" --output "$work/exercise-package.json" \
         >"$work/exercise-package.txt" 2>"$work/exercise-package.err"
     rc_ex=$?
     cat "$work/exercise-package.txt"
-    echo "TIME check-build --exercise from the unpacked archive: $(( $(t) - t0 )) s (exit $rc_ex)"
+    say "TIME check-build --exercise from the unpacked archive: $(( $(t) - t0 )) s (exit $rc_ex)"
     [ "$rc_ex" -eq 0 ] || { cat "$work/exercise-package.err"; fail "check-build --exercise on the unpacked package exited $rc_ex (JSON: $work/exercise-package.json)"; }
     grep -q '"outcome": "pass"' "$work/exercise-package.json" || fail "no device passed the exercise from the unpacked package"
-    echo "package: $(grep -c '^package: bundled ' "$work/package.txt") runtime libraries bundled, self-check passed, CUDA0 listed, exercise passed"
+    say "package: $(grep -c '^package: bundled ' "$work/package.txt") runtime libraries bundled, self-check passed, CUDA0 listed, exercise passed"
 }
 
 "$gp" detect | tee "$work/detect.txt"
@@ -200,4 +224,4 @@ case $phase in
     all) run_phase vmm "" yes && run_phase legacy "--force-no-vmm" no && package_phase ;;
     *) fail "unknown phase $phase" ;;
 esac
-echo "E2E OK ($phase)"
+say "E2E OK ($phase) in $(( $(t) - t_start )) s"

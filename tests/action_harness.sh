@@ -231,6 +231,27 @@ run notargets '{"probe": "never", "install": "path"}'
 check "never without targets: exit 2" 'not r["ok"] and r["failed_step"] == "plan" and r["rc"] == 2'
 run badurl '{"targets": "gfx1100", "install": "url", "binary-url": "http://example.invalid/gpuprobe", "binary-sha256": "00"}'
 check "install url: a non-https URL is refused before any download" 'not r["ok"] and r["failed_step"] == "install" and r["rc"] == 2'
+# 7. install: url with a pinned SHA-256. No gpuprobe release exists to download and this machine
+#    has no network, so `curl` is a stand-in that serves the gpuprobe under test for any https
+#    URL (failure injection of the download): what is checked is the Action's own verification.
+mkdir -p "$work/url-bin"
+cat > "$work/url-bin/curl" <<SH
+#!/bin/sh
+out=""; url=""
+while [ \$# -gt 0 ]; do
+    case "\$1" in --output) out=\$2; shift ;; https://*) url=\$1 ;; esac
+    shift
+done
+[ -n "\$out" ] && [ -n "\$url" ] || exit 22
+cp '$bin' "\$out"
+SH
+chmod +x "$work/url-bin/curl"
+sha=$(sha256sum "$bin" | cut -d' ' -f1)
+run urlok '{"targets": "gfx1100", "toolchain-version": "7.2.1", "probe": "never", "install": "url", "binary-url": "https://example.invalid/gpuprobe", "binary-sha256": "'"$sha"'"}' "$work/url-bin"
+check "install url: the file with the pinned SHA-256 is the gpuprobe that plans" 'r["ok"] and "-DGPU_TARGETS=gfx1100" in r["outputs"]["cmake-args"]'
+wrong=$(printf '%s' "$sha" | tr '0-9a-f' '1-9a-f0')
+run urlbad '{"targets": "gfx1100", "toolchain-version": "7.2.1", "probe": "never", "install": "url", "binary-url": "https://example.invalid/gpuprobe", "binary-sha256": "'"$wrong"'"}' "$work/url-bin"
+check "install url: another SHA-256 fails the install, and nothing runs" 'not r["ok"] and r["failed_step"] == "install" and r["rc"] == 2 and "does not have the SHA-256 given in binary-sha256" in r["steps"][-1]["stdout"] and not __import__("os").path.exists(r["home"] + "/temp/gpuprobe-bin/gpuprobe")'
 run badprobe '{"targets": "gfx1100", "probe": "sometimes", "install": "path"}'
 check "probe: an unknown value is refused" 'not r["ok"] and r["failed_step"] == "plan" and r["rc"] == 2'
 

@@ -340,6 +340,10 @@ elif [ "$climb" -eq 1 ]; then
     libdir=$pkg/bin
     echo "package: the toolkit's libraries find their device code in ../.kpack: programs and libraries go in bin/"
 fi
+if [ -n "$kpack_refs" ] && [ -z "$(printf '%s' "$targets" | tr -d ' ')" ]; then
+    echo "package: $(printf '%s' "$kpack_refs" | cut -f1 | sort -u | tr '\n' ' ')looks for its device code per GPU target, and GPUPROBE_TARGETS names none: set it to the targets built (e.g. GPUPROBE_TARGETS='gfx1100;gfx1201')" >&2
+    exit 1
+fi
 if [ -n "$kpack_refs" ]; then
     copied=0
     missing_code=""

@@ -787,6 +787,15 @@ fn packing_fails_when_the_toolkit_has_no_device_code_for_a_target() {
     );
     assert!(log.contains("rocm[device-<target>]"), "{log}");
     assert!(!archive.exists(), "{log}");
+    // No targets named: nothing to pick the archives by, so nothing is packed.
+    let (o, _pkg, archive) = pack_kpack(root.path(), &build, &src, &kit_s, "");
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("librocblas.so.4 looks for its device code per GPU target, and GPUPROBE_TARGETS names none"),
+        "{log}"
+    );
+    assert!(!archive.exists(), "{log}");
 }
 
 #[test]

@@ -1048,3 +1048,285 @@ fn a_hip_program_on_debians_rocm_runtime_with_kpack_code_packs_and_checks() {
     );
     assert!(!archive.exists());
 }
+
+/// The rendered `Package the build` and `Self-check the package` steps of the Linux job of
+/// `gpuprobe workflow ARGS`, with the job's and step's env for its first matrix entry (matrix
+/// expressions replaced by the entry's values), as GitHub would run them.
+struct RenderedSteps {
+    package: (String, Vec<(String, String)>),
+    check: (String, Vec<(String, String)>),
+    targets: Vec<String>,
+}
+
+fn rendered_linux_steps(args: &[&str]) -> RenderedSteps {
+    let config = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuprobe"))
+        .arg("workflow")
+        .args(args)
+        .env("XDG_CONFIG_HOME", config.path())
+        .env_remove("GPUPROBE_QUIRKS_DIR")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let script = r#"
+import json, re, sys, yaml
+d = yaml.safe_load(sys.stdin)
+job = d["jobs"]["linux"]
+entry = job["strategy"]["matrix"]["include"][0]
+def sub(v):
+    v = str(v)
+    v = re.sub(r"\$\{\{ matrix\.([a-z_]+) \}\}", lambda m: str(entry[m.group(1)]), v)
+    assert "${{" not in v, v
+    return v
+def step(prefix):
+    s = next(s for s in job["steps"] if s.get("name", "").startswith(prefix))
+    env = {k: sub(v) for k, v in job["env"].items()}
+    env.update({k: sub(v) for k, v in (s.get("env") or {}).items()})
+    return {"run": s["run"], "env": sorted(env.items())}
+print(json.dumps({"package": step("Package the build"), "check": step("Self-check the package"),
+                  "targets": entry["targets"].split(";")}))
+"#;
+    let python = std::env::var_os("GPUPROBE_PYTHON").unwrap_or_else(|| "python3".into());
+    let mut child = Command::new(python)
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(&out.stdout).unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let step = |k: &str| {
+        let env = v[k]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p[0].as_str().unwrap().to_string(),
+                    p[1].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        (v[k]["run"].as_str().unwrap().to_string(), env)
+    };
+    RenderedSteps {
+        package: step("package"),
+        check: step("check"),
+        targets: v["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap().to_string())
+            .collect(),
+    }
+}
+
+/// Runs one rendered step as GitHub's `shell: bash` does, in `dir`, with its env plus `extra`.
+fn run_step(step: &(String, Vec<(String, String)>), dir: &Path, extra: &[(&str, &str)]) -> Output {
+    let file = dir.join(".step.sh");
+    std::fs::write(&file, &step.0).unwrap();
+    let mut c = Command::new("bash");
+    c.args(["--noprofile", "--norc", "-eo", "pipefail"])
+        .arg(&file)
+        .current_dir(dir)
+        .env_remove("GITHUB_STEP_SUMMARY");
+    for (k, v) in &step.1 {
+        c.env(k, v);
+    }
+    for (k, v) in extra {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    std::fs::remove_file(&file).unwrap();
+    o
+}
+
+fn shared_lib(dir: &Path, soname: &str, file: &str, body: &str, link: &[&str]) {
+    let c = dir.join(format!("{file}.c"));
+    std::fs::write(&c, body).unwrap();
+    let mut args = vec![
+        "-shared".to_string(),
+        "-fPIC".into(),
+        format!("-Wl,-soname,{soname}"),
+        "-o".into(),
+        file.into(),
+        c.file_name().unwrap().to_str().unwrap().into(),
+        "-L.".into(),
+    ];
+    args.extend(link.iter().map(|l| l.to_string()));
+    run(Command::new("cc").args(&args).current_dir(dir));
+    std::fs::remove_file(&c).unwrap();
+    if soname != file {
+        std::os::unix::fs::symlink(file, dir.join(soname)).unwrap();
+    }
+}
+
+#[test]
+fn the_rendered_therock_package_and_self_check_steps_pass_a_kpack_toolkit_and_fail_a_broken_one() {
+    // `gpuprobe workflow --targets gfx110X --rocm 7.14.0 --os linux`, its Linux package and
+    // self-check steps run as rendered, on a toolkit laid out as TheRock 7.13+ documents it
+    // (lib/ with rocBLAS, hipBLAS, hipBLASLt, the HIP runtime and comgr; kernel folders; .kpack/
+    // beside lib/; rocBLAS and hipBLASLt carrying kpack search paths). The libraries are real
+    // ELF files compiled here, standing in for no GPU code (the layout is what is tested).
+    let steps =
+        rendered_linux_steps(&["--targets", "gfx110X", "--rocm", "7.14.0", "--os", "linux"]);
+    assert_eq!(steps.targets, ["gfx1100", "gfx1101", "gfx1102", "gfx1103"]);
+    let root = tempfile::tempdir().unwrap();
+    let work = root.path().join("work");
+    let kit = root.path().join("rocm/lib");
+    let bin = work.join("build/bin");
+    for d in [
+        &kit,
+        &bin,
+        &work.join("llama.cpp"),
+        &root.path().join("temp"),
+    ] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(work.join("llama.cpp/LICENSE"), "MIT\n").unwrap();
+    shared_lib(
+        &kit,
+        "libamdhip64.so.7",
+        "libamdhip64.so.7.14.0",
+        "int hip(void) { return 7; }\n",
+        &[],
+    );
+    shared_lib(
+        &kit,
+        "libamd_comgr.so.3",
+        "libamd_comgr.so.3.0.0",
+        "int comgr(void) { return 3; }\n",
+        &[],
+    );
+    shared_lib(
+        &kit,
+        "librocblas.so.5",
+        "librocblas.so.5.0.0",
+        "int rocblas(void) { return 5; }\n",
+        &[],
+    );
+    shared_lib(
+        &kit,
+        "libhipblaslt.so.1",
+        "libhipblaslt.so.1.0.0",
+        "int lt(void) { return 1; }\n",
+        &[],
+    );
+    shared_lib(
+        &kit,
+        "libhipblas.so.3",
+        "libhipblas.so.3.0.0",
+        "int rocblas(void); int hipblas(void) { return rocblas(); }\n",
+        &["-l:librocblas.so.5"],
+    );
+    for lib in ["librocblas.so.5.0.0", "libhipblaslt.so.1.0.0"] {
+        add_kpack_marker(&kit.join(lib), ".rocm_kpack_ref", &[BLAS_KPACK]);
+    }
+    let kpack = root.path().join("rocm/.kpack");
+    std::fs::create_dir_all(&kpack).unwrap();
+    for t in ["gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1201"] {
+        std::fs::write(
+            kpack.join(format!("blas_lib_{t}.kpack")),
+            kpack_archive(&[t]),
+        )
+        .unwrap();
+        for folder in ["rocblas/library", "hipblaslt/library"] {
+            std::fs::create_dir_all(kit.join(folder)).unwrap();
+            std::fs::write(
+                kit.join(folder)
+                    .join(format!("TensileLibrary_lazy_{t}.dat")),
+                t,
+            )
+            .unwrap();
+        }
+    }
+    let kit_s = kit.to_str().unwrap().to_string();
+    shared_lib(
+        &bin,
+        "libggml-hip.so",
+        "libggml-hip.so",
+        "int hip(void); int rocblas(void); int hipblas(void);\nint ggml_hip(void) { return hip() + rocblas() + hipblas(); }\n",
+        &[
+            "-L",
+            &kit_s,
+            "-l:libamdhip64.so.7",
+            "-l:librocblas.so.5",
+            "-l:libhipblas.so.3",
+            "-Wl,-rpath,$ORIGIN",
+        ],
+    );
+    std::fs::write(
+        bin.join("cli.c"),
+        "#include <stdio.h>\nint ggml_hip(void);\nint main(void) { printf(\"version: 11434 (%d)\\n\", ggml_hip()); return 0; }\n",
+    )
+    .unwrap();
+    cc(
+        &[
+            "-o",
+            "llama-cli",
+            "cli.c",
+            "-L.",
+            "-lggml-hip",
+            "-Wl,-rpath,$ORIGIN",
+            "-Wl,-rpath-link",
+            &kit_s,
+        ],
+        &bin,
+    );
+    std::fs::remove_file(bin.join("cli.c")).unwrap();
+    let runtime_dirs = kit_s.clone();
+    let temp = root.path().join("temp");
+    let extra = [
+        ("GPUPROBE_RUNTIME_DIRS", runtime_dirs.as_str()),
+        ("RUNNER_TEMP", temp.to_str().unwrap()),
+    ];
+    let o = run_step(&steps.package, &work, &extra);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    assert!(
+        log.contains("4 device code archive(s) for the built targets (1 for other targets or libraries left out)"),
+        "{log}"
+    );
+    let name = "llama-b11434-bin-ubuntu-rocm-7.14.0-gfx110X-x64";
+    let pkg = work.join("dist").join(name);
+    for f in [
+        "bin/llama-cli",
+        "bin/librocblas.so.5",
+        "bin/libhipblaslt.so.1",
+        "bin/libamd_comgr.so.3",
+        "bin/hipblaslt/library/TensileLibrary_lazy_gfx1103.dat",
+        ".kpack/blas_lib_gfx1103.kpack",
+    ] {
+        assert!(pkg.join(f).is_file(), "{f}: {log}");
+    }
+    assert!(!pkg.join(".kpack/blas_lib_gfx1201.kpack").exists());
+    let readme = std::fs::read_to_string(pkg.join("README.package.txt")).unwrap();
+    assert!(readme.contains("/dev/kfd"), "the job's notes: {readme}");
+    std::fs::rename(root.path().join("rocm"), root.path().join("moved")).unwrap();
+    let o = run_step(&steps.check, &work, &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("ok: 2 libraries find their kpack device code for every target:"),
+        "{out}"
+    );
+    assert!(out.contains("version: 11434"), "{out}");
+
+    // The same toolkit without gfx1102's device code: the rendered package step fails on it.
+    std::fs::rename(root.path().join("moved"), root.path().join("rocm")).unwrap();
+    std::fs::remove_file(kpack.join("blas_lib_gfx1102.kpack")).unwrap();
+    std::fs::remove_dir_all(work.join("dist")).unwrap();
+    let o = run_step(&steps.package, &work, &extra);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("librocblas.so.5 needs ../.kpack/blas_lib_gfx1102.kpack"),
+        "{log}"
+    );
+    assert!(!work.join(format!("dist/{name}.tar.gz")).exists());
+}

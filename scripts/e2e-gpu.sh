@@ -143,7 +143,7 @@ package_phase() {
             *) flags="$flags $f" ;;
         esac
     done
-    flags="$flags -DLLAMA_USE_PREBUILT_UI=OFF"
+    case " $flags " in *" -DLLAMA_USE_PREBUILT_UI=OFF "*) ;; *) flags="$flags -DLLAMA_USE_PREBUILT_UI=OFF" ;; esac
     say "flags:$flags"
     out=$work/build-package
     t0=$(t)

@@ -5,8 +5,30 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-const EXIT_CODES: &str = "Exit codes: 0 ok; 1 a problem blocks a safe plan (or check-build found problems); \
-2 bad input or usage; 3 environment problem (e.g. no driver when one was required).";
+macro_rules! exit_codes {
+    () => {
+        "Exit codes: 0 ok; 1 a problem blocks a safe plan (or check-build found problems); \
+2 bad input or usage; 3 environment problem (e.g. no driver when one was required)."
+    };
+}
+const EXIT_CODES: &str = exit_codes!();
+
+/// What check-build accepts: said under its --help and in the error when nothing was given.
+macro_rules! check_build_inputs {
+    () => {
+        "a build folder (`gpuprobe check-build ./build`, or --build-dir ./build), a program \
+(--binary ./build/bin/llama-cli, or an executable file as PATH), or a saved log (--log out.txt, \
+--log - for stdin, or any other file as PATH)"
+    };
+}
+pub const CHECK_BUILD_INPUTS: &str = check_build_inputs!();
+
+const CHECK_BUILD_HELP: &str = concat!(
+    "Inputs: give at least one of ",
+    check_build_inputs!(),
+    ".\n\n",
+    exit_codes!()
+);
 
 #[derive(Debug, Parser)]
 #[command(
@@ -37,7 +59,7 @@ pub enum Command {
     #[command(after_help = EXIT_CODES)]
     Workflow(WorkflowArgs),
     /// Judge an existing llama.cpp build (binary or log) against this machine and the quirk database.
-    #[command(name = "check-build", after_help = EXIT_CODES)]
+    #[command(name = "check-build", after_help = CHECK_BUILD_HELP)]
     CheckBuild(CheckBuildArgs),
     /// Pick the official llama.cpp release asset that runs on these GPUs, or say why none does.
     #[command(after_help = EXIT_CODES)]
@@ -285,11 +307,17 @@ pub enum QuirksAction {
     Show { id: String },
     /// The known GPU targets and family tokens.
     Targets,
-    /// Turn smoke-test failures measured on this machine into local quirk records (a TOML file
-    /// edited in place), so every plan made here keeps the legacy pool there; send them upstream.
+    /// Turn VMM failures measured on this machine into local quirk records (a TOML file edited in
+    /// place), so every plan made here keeps the legacy pool there; send them upstream.
+    ///
+    /// Without --from, this machine is probed and every device whose smoke test failed, hung or
+    /// crashed is recorded. With --from, the failures in a saved document are recorded.
     Record {
-        /// Record from a saved `gpuprobe detect --json` report instead of probing now.
-        #[arg(long, value_name = "REPORT.json")]
+        /// Record from a saved document instead of probing now: a `gpuprobe detect --json` report
+        /// (smoke-test failures) or a `gpuprobe check-build --exercise --json` document (hangs,
+        /// crashes and GPU faults of a VMM build under test-backend-ops). A `check-build
+        /// --exercise inference --json` document is not read.
+        #[arg(long, value_name = "DOCUMENT.json")]
         from: Option<PathBuf>,
         /// The file to add the records to (default: ~/.config/gpuprobe/quirks/local.toml).
         #[arg(long, value_name = "PATH")]
@@ -379,11 +407,15 @@ pub enum ExerciseMode {
     All,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct CheckBuildArgs {
+    /// What to judge: a llama.cpp build folder (as --build-dir), a program (an executable file, as
+    /// --binary) or a saved log (any other file, as --log).
+    #[arg(value_name = "PATH")]
+    pub path: Option<PathBuf>,
     /// A llama.cpp program (llama-cli, llama-server...): runs `--version` and `--list-devices` in an
     /// isolated child. With --exercise: test-backend-ops itself, or any program of the build next to it.
-    #[arg(long, value_name = "PATH", required_unless_present_any = ["log", "build_dir"])]
+    #[arg(long, value_name = "PATH")]
     pub binary: Option<PathBuf>,
     /// A saved llama.cpp log (any program, any era) or kernel log (dmesg, journalctl -k); repeat for
     /// several; `-` reads stdin.
@@ -435,8 +467,11 @@ pub struct CheckBuildArgs {
         requires = "exercise"
     )]
     pub budget: f64,
-    /// With --exercise: the llama.cpp build folder (test-backend-ops is in its bin/).
-    #[arg(long, value_name = "DIR", requires = "exercise")]
+    /// A llama.cpp build folder (the one given to `cmake -B`). Without --exercise: its program in
+    /// bin/ (llama-cli, else llama-server, llama-bench...) is run as with --binary; CMakeCache.txt
+    /// is not read (the program says what was compiled in; the cache says what the next build
+    /// would ask for). With --exercise: test-backend-ops and llama-perplexity come from its bin/.
+    #[arg(long, value_name = "DIR")]
     pub build_dir: Option<PathBuf>,
     /// With --exercise: a llama.cpp device to exercise (CUDA0, ROCm1, CPU); repeatable. Default:
     /// every GPU of the build's backend that the probe (or --from) finds.

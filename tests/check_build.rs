@@ -1233,3 +1233,119 @@ fn vmm_unknown_hint_follows_the_hip_switch_era() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// what check-build accepts: a build folder, a program or a log, named or as PATH
+
+#[test]
+fn no_input_names_every_accepted_input() {
+    let out = gp().args(["check-build", "--no-probe"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for accepted in [
+        "check-build ./build",
+        "--build-dir",
+        "--binary",
+        "--log out.txt",
+        "--log -",
+    ] {
+        assert!(err.contains(accepted), "{accepted} missing from: {err}");
+    }
+    assert!(!err.contains("required"), "{err}");
+}
+
+#[test]
+fn a_build_folder_runs_its_program_as_path_or_build_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let build = dir.path().join("build");
+    std::fs::create_dir_all(build.join("bin")).unwrap();
+    let cli = fake_h200_cli(&build.join("bin"));
+    std::fs::write(build.join("CMakeCache.txt"), "GGML_CUDA:BOOL=ON\n").unwrap();
+    for how in [
+        vec![build.clone()],
+        vec!["--build-dir".into(), build.clone()],
+    ] {
+        let out = gp()
+            .args([
+                "check-build",
+                "--json",
+                "--no-probe",
+                "--llama-build",
+                "11434",
+            ])
+            .args(&how)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{how:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v = json_of(&out);
+        assert_eq!(v["input"]["kind"], "binary", "{how:?}");
+        assert_eq!(v["input"]["path"], cli.display().to_string());
+        assert_eq!(v["build"]["backend"], "CUDA");
+    }
+}
+
+#[test]
+fn a_file_as_path_is_a_program_when_executable_and_a_log_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let cli = fake_h200_cli(dir.path());
+    let out = gp()
+        .args([
+            "check-build",
+            "--json",
+            "--no-probe",
+            "--llama-build",
+            "11434",
+        ])
+        .arg(&cli)
+        .output()
+        .unwrap();
+    assert_eq!(json_of(&out)["input"]["kind"], "binary");
+    let log = dir.path().join("server.log");
+    std::fs::write(&log, fixture("lemonade-87-r9700-no-vmm.txt")).unwrap();
+    let out = gp()
+        .args(["check-build", "--json", "--no-probe"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let v = json_of(&out);
+    assert_eq!(v["input"]["kind"], "log");
+    assert_eq!(v["build"]["vmm"]["compiled"], false);
+}
+
+#[test]
+fn folders_without_a_program_are_exit_2_saying_what_was_looked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = gp()
+        .args(["check-build", "--no-probe"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("llama-cli") && err.contains("cmake --build"),
+        "{err}"
+    );
+    // llama.cpp's source folder given for its build folder.
+    std::fs::write(dir.path().join("CMakeLists.txt"), "project(llama.cpp)\n").unwrap();
+    let out = gp()
+        .args(["check-build", "--no-probe", "--build-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("source folder") && err.contains("cmake -B"),
+        "{err}"
+    );
+    gp().args(["check-build", "--no-probe", "/nonexistent/build"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("/nonexistent/build"));
+}

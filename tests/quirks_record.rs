@@ -161,3 +161,54 @@ fn a_new_file_starts_with_its_explanation() {
     assert!(text.starts_with("# Local quirk records"), "{text}");
     assert!(text.find("[[quirk]]").unwrap() > text.find("send it upstream").unwrap());
 }
+
+#[test]
+fn without_a_gpu_it_says_none_was_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("local.toml");
+    let out = common::gpuprobe()
+        .args(["quirks", "record", "--file"])
+        .arg(&file)
+        .env("GPUPROBE_SYSFS_ROOT", dir.path())
+        .env("GPUPROBE_LIBCUDA", "/nonexistent/libcuda.so.1")
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("no GPU was found") && text.contains("--from"),
+        "{text}"
+    );
+    assert!(!file.exists());
+}
+
+#[test]
+fn an_inference_document_is_refused_naming_what_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/nvidia-h200-driver580-inference/inference-vmm.json");
+    let out = record(&doc, &dir.path().join("local.toml"));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--exercise ops --json"), "{err}");
+}
+
+#[test]
+fn help_names_the_documents_it_reads() {
+    let out = common::gpuprobe()
+        .args(["quirks", "record", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for doc in [
+        "detect --json",
+        "check-build --exercise --json",
+        "--exercise inference",
+    ] {
+        assert!(help.contains(doc), "{doc} missing from: {help}");
+    }
+}

@@ -61,7 +61,9 @@ fn read_log(path: &Path) -> Result<String, crate::Error> {
     Ok(text)
 }
 
-pub fn run(a: &CheckBuildArgs) -> Result<i32> {
+pub fn run(given: &CheckBuildArgs) -> Result<i32> {
+    let resolved = inputs(given)?;
+    let a = &resolved;
     if a.llama_build == Some(0) {
         return Err(crate::Error::input(
             "--llama-build",
@@ -200,6 +202,140 @@ pub fn run(a: &CheckBuildArgs) -> Result<i32> {
         })?;
     }
     Ok(report.summary.exit_code)
+}
+
+/// Programs of a build folder's `bin/` that print what the build is, in the order tried: the
+/// ones every build since 2024 has, then the names of older eras (`main`, `server`).
+const FOLDER_PROGRAMS: &[&str] = &[
+    "llama-cli",
+    "llama-server",
+    "llama-bench",
+    "llama-simple",
+    "llama-perplexity",
+    "main",
+    "server",
+];
+
+/// The inputs as the rest of the command takes them: a positional PATH becomes --build-dir,
+/// --binary or --log; a build folder without --exercise becomes its program.
+fn inputs(given: &CheckBuildArgs) -> Result<CheckBuildArgs, crate::Error> {
+    let mut a = given.clone();
+    if let Some(path) = a.path.take() {
+        let shown = path.display().to_string();
+        let meta = std::fs::metadata(&path).map_err(|e| {
+            crate::Error::input(
+                shown.clone(),
+                format!("cannot read: {e}"),
+                format!("give {}", crate::cli::CHECK_BUILD_INPUTS),
+            )
+        })?;
+        if meta.is_dir() {
+            if let Some(other) = &a.build_dir {
+                return Err(crate::Error::input(
+                    shown,
+                    format!(
+                        "two build folders given (also --build-dir {})",
+                        other.display()
+                    ),
+                    "give one build folder",
+                ));
+            }
+            a.build_dir = Some(path);
+        } else if is_program(&meta) {
+            if let Some(other) = &a.binary {
+                return Err(crate::Error::input(
+                    shown,
+                    format!("two programs given (also --binary {})", other.display()),
+                    "give one program; judge another build in a second run",
+                ));
+            }
+            a.binary = Some(path);
+        } else {
+            if a.exercise.is_some() {
+                return Err(crate::Error::input(
+                    shown,
+                    "is a file that is not executable, read as a log, and --exercise runs a build",
+                    "give the build folder (`gpuprobe check-build --exercise ./build`) or its test-backend-ops",
+                ));
+            }
+            a.log.insert(0, path);
+        }
+    }
+    if a.binary.is_none() && a.log.is_empty() && a.build_dir.is_none() {
+        return Err(crate::Error::input(
+            "check-build",
+            "nothing to judge",
+            format!("give {}", crate::cli::CHECK_BUILD_INPUTS),
+        ));
+    }
+    if a.exercise.is_none()
+        && let Some(dir) = a.build_dir.take()
+    {
+        if a.binary.is_some() {
+            return Err(crate::Error::input(
+                format!("--build-dir {}", dir.display()),
+                "given with --binary: both name the program to run",
+                "give the build folder or the program, not both",
+            ));
+        }
+        a.binary = Some(program_of_folder(&dir)?);
+    }
+    Ok(a)
+}
+
+/// An executable file is a program to run; any other file is a log.
+fn is_program(meta: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        meta.permissions().mode() & 0o111 != 0
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        false
+    }
+}
+
+/// The program of a build folder that check-build runs (`bin/llama-cli` first).
+fn program_of_folder(dir: &Path) -> Result<PathBuf, crate::Error> {
+    let input = format!("build folder {}", dir.display());
+    let exe = |n: &str| {
+        if cfg!(windows) {
+            format!("{n}.exe")
+        } else {
+            n.to_string()
+        }
+    };
+    let places = [dir.join("bin"), dir.to_path_buf()];
+    for place in &places {
+        for name in FOLDER_PROGRAMS {
+            let candidate = place.join(exe(name));
+            if candidate.is_file() {
+                return Ok(candidate);
+            }
+        }
+    }
+    let (message, fix) = if !dir.join("CMakeCache.txt").is_file()
+        && dir.join("CMakeLists.txt").is_file()
+    {
+        (
+            "looks like llama.cpp's source folder (CMakeLists.txt, no CMakeCache.txt), not a build folder".to_string(),
+            "give the folder given to `cmake -B`, e.g. `gpuprobe check-build ./build`".to_string(),
+        )
+    } else {
+        (
+            format!(
+                "holds none of {} in bin/ or at its top",
+                FOLDER_PROGRAMS.join(", ")
+            ),
+            format!(
+                "build one (`cmake --build {} --target llama-cli`), or pass the program with --binary or a saved log with --log",
+                crate::neutral::sh_word(&dir.display().to_string())
+            ),
+        )
+    };
+    Err(crate::Error::input(input, message, fix))
 }
 
 /// Writes `text` to `path` whole, or not at all.

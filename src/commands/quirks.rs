@@ -154,10 +154,36 @@ fn record(
                 crate::files::MAX_INPUT_BYTES,
                 "pass a file written by `gpuprobe detect --json` or `gpuprobe check-build --exercise --json`",
             )?;
+            let schema = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v.get("schema").and_then(|s| s.as_str()).map(str::to_string));
+            if schema.as_deref() == Some(crate::inference::SCHEMA) {
+                return Err(crate::Error::input(
+                    origin,
+                    format!(
+                        "is a `check-build --exercise inference` document ({}), which quirks record does not read",
+                        crate::inference::SCHEMA
+                    ),
+                    "record from a test-backend-ops run instead: `gpuprobe check-build --exercise ops --json --output exercise.json`, then `gpuprobe quirks record --from exercise.json`",
+                )
+                .into());
+            }
             crate::check_build::exercise::records_of_document(&text, &origin)?
         }
         None => {
             let report = crate::probe::detect(&super::detect::probe_options(probe)?);
+            // Saying "nothing to record" here would read as "every GPU passed".
+            if !report.devices.iter().any(|d| d.source.is_runtime()) {
+                print(&format!(
+                    "nothing to record: {} on this machine, so no smoke test ran. Record a failure measured elsewhere from its document: `gpuprobe quirks record --from report.json` (a `gpuprobe detect --json` report) or `--from exercise.json` (`gpuprobe check-build --exercise --json`).\n",
+                    if report.devices.is_empty() {
+                        "no GPU was found"
+                    } else {
+                        "GPUs are present but no GPU runtime could reach them"
+                    }
+                ))?;
+                return Ok(0);
+            }
             (crate::quirks::record::from_report(&report), Vec::new())
         }
     };

@@ -542,3 +542,135 @@ fn commands_printed_without_a_gpu_run_as_pasted() {
         );
     }
 }
+
+/// A FAKE hipconfig (failure injection: the real ones on a test machine are Debian's, whose
+/// `-l` names a folder without `clang`): `-l` prints the folder `clang` is in, if given.
+fn fake_hipconfig(dir: &Path, with_clang: bool) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let llvm = dir.join("rocm/llvm/bin");
+    std::fs::create_dir_all(&llvm).unwrap();
+    if with_clang {
+        std::fs::write(llvm.join("clang"), "").unwrap();
+    }
+    let p = dir.join("hipconfig");
+    std::fs::write(
+        &p,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in -l) printf '%s' '{}' ;; --version) echo 6.4.43482-0f2d60242 ;; esac\n",
+            llvm.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+#[test]
+fn args_and_github_carry_the_hip_compiler_that_shell_sets() {
+    let dir = tempfile::tempdir().unwrap();
+    let hipconfig = fake_hipconfig(dir.path(), true);
+    let clang = dir.path().join("rocm/llvm/bin/clang");
+    let tc = hipconfig.to_str().unwrap();
+    let args = stdout_of(&[
+        "cmake-flags",
+        "--targets",
+        "gfx1100",
+        "--toolchain",
+        tc,
+        "--format",
+        "args",
+    ]);
+    assert!(
+        args.trim_end()
+            .ends_with(&format!("-DCMAKE_HIP_COMPILER={}", clang.display())),
+        "{args}"
+    );
+    let out = dir.path().join("out");
+    gp().args([
+        "cmake-flags",
+        "--targets",
+        "gfx1100",
+        "--toolchain",
+        tc,
+        "--format",
+        "github",
+    ])
+    .env("GITHUB_OUTPUT", &out)
+    .assert()
+    .success();
+    let o = std::fs::read_to_string(&out).unwrap();
+    let cmake_args = o
+        .lines()
+        .find_map(|l| l.strip_prefix("cmake-args="))
+        .unwrap();
+    assert!(cmake_args.ends_with(&format!("-DCMAKE_HIP_COMPILER={}", clang.display())));
+    assert!(o.contains(&format!("HIPCXX={}", clang.display())), "{o}");
+    // HIPCXX already set: CMake reads it, nothing is added.
+    let out = gp()
+        .args([
+            "cmake-flags",
+            "--targets",
+            "gfx1100",
+            "--toolchain",
+            tc,
+            "--format",
+            "args",
+        ])
+        .env("HIPCXX", "/usr/local/bin/my-clang")
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("CMAKE_HIP_COMPILER"));
+    // CUDA plans have no HIP compiler to add.
+    let args = stdout_of(&[
+        "cmake-flags",
+        "--targets",
+        "sm_90",
+        "--cuda",
+        "12.8",
+        "--format",
+        "args",
+    ]);
+    assert!(!args.contains("CMAKE_HIP_COMPILER"), "{args}");
+}
+
+#[test]
+fn args_without_a_rocm_clang_says_what_the_configure_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let hipconfig = fake_hipconfig(dir.path(), false);
+    let out = gp()
+        .args([
+            "cmake-flags",
+            "--targets",
+            "gfx1100",
+            "--toolchain",
+            hipconfig.to_str().unwrap(),
+            "--format",
+            "args",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("CMAKE_HIP_COMPILER"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("warning: no ROCm clang")
+            && err.contains("holds no clang")
+            && err.contains("HIPCXX="),
+        "{err}"
+    );
+    let out = gp()
+        .args([
+            "cmake-flags",
+            "--targets",
+            "gfx1100",
+            "--rocm",
+            "6.4",
+            "--toolchain",
+            "none",
+            "--format",
+            "args",
+        ])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--toolchain none"));
+}

@@ -259,7 +259,7 @@ fn check_emitters(plan: &Plan) -> Result<(), TestCaseError> {
         );
     }
     for g in &plan.groups {
-        if let Ok(a) = gpuprobe::emit::args::render(g) {
+        if let Ok(a) = gpuprobe::emit::args::render(g, &Default::default()) {
             prop_assert_eq!(a.matches('\n').count(), 1);
             prop_assert!(a.trim_end().split(' ').all(neutral::is_plain_word), "{a:?}");
         }
@@ -275,7 +275,8 @@ fn check_emitters(plan: &Plan) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let summary = dir.path().join("summary");
-    let annotations = gpuprobe::emit::github::write(plan, &out, Some(&summary)).unwrap();
+    let annotations =
+        gpuprobe::emit::github::write(plan, &Default::default(), &out, Some(&summary)).unwrap();
     let keys: Vec<String> = github_entries(&std::fs::read_to_string(&out).unwrap())
         .into_iter()
         .map(|(k, _)| k)

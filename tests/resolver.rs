@@ -1603,7 +1603,9 @@ fn cmake_args_names_the_targets_it_leaves_to_the_matrix() {
     assert!(m.contains("hip-legacy-pool (gfx1200, gfx1201)"), "{m}");
     assert!(m.contains("matrix"), "{m}");
     let dir = tempfile::tempdir().unwrap();
-    let annotations = gpuprobe::emit::github::write(&two, &dir.path().join("out"), None).unwrap();
+    let annotations =
+        gpuprobe::emit::github::write(&two, &Default::default(), &dir.path().join("out"), None)
+            .unwrap();
     assert!(
         annotations.lines().any(
             |l| l.starts_with("::warning title=gpuprobe cmake-args::") && l.contains("gfx1201")

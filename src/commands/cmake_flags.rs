@@ -373,23 +373,62 @@ fn print_plan(
         Format::Shell => print(&emit::shell::render(plan))?,
         Format::Json => super::print_json(&emit::json(plan))?,
         Format::Preset => super::print_json(&emit::preset::render(plan)?)?,
-        Format::Args => print(&args_lines(a, plan)?)?,
+        Format::Args => print(&args_lines(a, plan, &configure(a, plan))?)?,
         Format::Github => {
             // Checked before planning: present here.
             let Some(output) = github_output else {
                 return Ok(());
             };
             let summary = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|v| !v.is_empty());
-            let annotations =
-                emit::github::write(plan, Path::new(output), summary.as_deref().map(Path::new))?;
+            let annotations = emit::github::write(
+                plan,
+                &configure(a, plan),
+                Path::new(output),
+                summary.as_deref().map(Path::new),
+            )?;
             super::print_commands(&annotations)?;
         }
     }
     Ok(())
 }
 
+/// What `--format args` and `github` add for the configure on this machine: ROCm's clang for a
+/// HIP plan, found as llama.cpp's docs find it (`$(hipconfig -l)/clang`). Not found, it is said
+/// on stderr with what to add, since CMake could otherwise pick another clang or none.
+fn configure(a: &CmakeFlagsArgs, plan: &crate::plan::Plan) -> emit::Configure {
+    if plan.backend != Backend::Hip {
+        return emit::Configure::default();
+    }
+    if std::env::var_os("HIPCXX").is_some_and(|v| !v.is_empty()) {
+        super::note(
+            "HIPCXX is set here: CMake takes the HIP compiler from it (no -DCMAKE_HIP_COMPILER added)",
+        );
+        return emit::Configure::default();
+    }
+    let found = match a.toolchain.as_str() {
+        "none" => Err("it was not looked for (--toolchain none)".to_string()),
+        "auto" => toolchain::hip_clang(None),
+        path => toolchain::hip_clang(Some(Path::new(path))),
+    };
+    match found {
+        Ok(clang) => emit::Configure {
+            hip_compiler: Some(clang.display().to_string()),
+        },
+        Err(why) => {
+            super::warn(&format!(
+                "no ROCm clang for the configure: {why}. llama.cpp's docs build HIP with HIPCXX=\"$(hipconfig -l)/clang\": set it where you configure, or add -DCMAKE_HIP_COMPILER=<ROCm>/llvm/bin/clang"
+            ));
+            emit::Configure::default()
+        }
+    }
+}
+
 /// `--format args`: one line per group, or the one `--group` names.
-fn args_lines(a: &CmakeFlagsArgs, plan: &crate::plan::Plan) -> Result<String> {
+fn args_lines(
+    a: &CmakeFlagsArgs,
+    plan: &crate::plan::Plan,
+    configure: &emit::Configure,
+) -> Result<String> {
     let groups: Vec<_> = match &a.group {
         Some(name) => {
             let g: Vec<_> = plan.groups.iter().filter(|g| &g.name == name).collect();
@@ -419,7 +458,7 @@ fn args_lines(a: &CmakeFlagsArgs, plan: &crate::plan::Plan) -> Result<String> {
     }
     let lines = groups
         .iter()
-        .map(|g| emit::args::render(g))
+        .map(|g| emit::args::render(g, configure))
         .collect::<Result<String, _>>()?;
     Ok(lines)
 }

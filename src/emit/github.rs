@@ -1,4 +1,4 @@
-//! `github`: step outputs (`cmake-args`, `env`, `matrix`, `plan`) to `$GITHUB_OUTPUT`, a summary
+//! `github`: step outputs (`cmake-args`, `configure-env`, `env`, `matrix`, `plan`) to `$GITHUB_OUTPUT`, a summary
 //! table to `$GITHUB_STEP_SUMMARY`, and warnings as workflow annotations on stdout.
 //!
 //! Each output entry is made by [`neutral::github_line`] or [`neutral::github_block`], each piece
@@ -13,6 +13,8 @@ use serde_json::json;
 use crate::error::{Error, Result};
 use crate::neutral;
 use crate::plan::Plan;
+
+use super::Configure;
 
 /// The matrix usable with `fromJSON(...)`: one entry per group.
 pub fn matrix(plan: &Plan) -> serde_json::Value {
@@ -121,15 +123,28 @@ pub fn summary(plan: &Plan) -> String {
 }
 
 /// Writes outputs and summary to the files GitHub names; returns the annotation lines for stdout.
-pub fn write(plan: &Plan, output: &Path, summary_path: Option<&Path>) -> Result<String> {
+pub fn write(
+    plan: &Plan,
+    configure: &Configure,
+    output: &Path,
+    summary_path: Option<&Path>,
+) -> Result<String> {
     let plan_json = serde_json::to_string(plan).unwrap_or_default();
     let args = plan
         .groups
         .first()
-        .map(|g| g.cmake_args().join(" "))
+        .map(|g| {
+            let mut args = g.cmake_args();
+            args.extend(configure.cmake_args());
+            args.join(" ")
+        })
         .unwrap_or_default();
     let mut out = String::new();
     out.push_str(&neutral::github_line("cmake-args", &args));
+    out.push_str(&neutral::github_block(
+        "configure-env",
+        &configure.env_lines(),
+    ));
     out.push_str(&neutral::github_line("matrix", &matrix(plan).to_string()));
     out.push_str(&neutral::github_block("env", &env_lines(plan)));
     out.push_str(&neutral::github_block("plan", &plan_json));

@@ -14,6 +14,34 @@ use crate::plan::Plan;
 /// Quotes a word for POSIX sh (see [`crate::neutral::sh_word`]).
 pub use crate::neutral::sh_word as sh_quote;
 
+/// What a configure needs besides the plan's `-D` flags, found on the machine gpuprobe runs on
+/// (so not part of the plan, which is the same wherever it is made).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Configure {
+    /// ROCm's clang for a HIP plan: llama.cpp's docs configure with
+    /// `HIPCXX="$(hipconfig -l)/clang"`, which `-DCMAKE_HIP_COMPILER` says to CMake directly.
+    pub hip_compiler: Option<String>,
+}
+
+impl Configure {
+    /// The configure arguments (`-DCMAKE_HIP_COMPILER=...`), after the plan's own.
+    pub fn cmake_args(&self) -> Vec<String> {
+        self.hip_compiler
+            .iter()
+            .map(|c| format!("-DCMAKE_HIP_COMPILER={c}"))
+            .collect()
+    }
+
+    /// The same as environment for the configure, `NAME=VALUE` per line (`HIPCXX=...`).
+    pub fn env_lines(&self) -> String {
+        self.hip_compiler
+            .iter()
+            .map(|c| format!("HIPCXX={}", inline(c)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
 pub fn json(plan: &Plan) -> String {
     // Serialising plain data with string keys cannot fail.
     serde_json::to_string_pretty(plan).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}")) + "\n"

@@ -110,6 +110,38 @@ pub fn rocm_version(hipconfig: Option<&Path>) -> Option<(Version, String)> {
     Some((v, format!("{} --version", path.display())))
 }
 
+/// ROCm's clang, as llama.cpp's build docs derive it (`HIPCXX="$(hipconfig -l)/clang"`): the
+/// folder `hipconfig -l` prints, with a `clang` in it. `hipconfig` is the given one, else the one
+/// found as for the ROCm version. The error says what was missing, for the user's message.
+pub fn hip_clang(hipconfig: Option<&Path>) -> Result<PathBuf, String> {
+    let tool = hipconfig
+        .map(Path::to_path_buf)
+        .or_else(|| find_rocm_tool("hipconfig"))
+        .ok_or_else(|| {
+            "no hipconfig found (ROCM_PATH, HIP_PATH, /opt/rocm/bin, PATH)".to_string()
+        })?;
+    let mut c = Command::new(&tool);
+    c.arg("-l");
+    let out = crate::process::output(c, VERSION_TIMEOUT)
+        .map_err(|e| format!("`{} -l` {e}", tool.display()))?;
+    // hipconfig prints the folder without a newline; some versions print a banner first.
+    let dir = out
+        .stdout
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .ok_or_else(|| format!("`{} -l` printed nothing", tool.display()))?;
+    let clang = Path::new(dir).join("clang");
+    if clang.is_file() {
+        Ok(clang)
+    } else {
+        Err(format!(
+            "`{} -l` names {dir}, which holds no clang",
+            tool.display()
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,6 +46,7 @@ impl Knowledge {
         let quirks: QuirkFile = parse_toml(BUNDLED_QUIRKS, "profiles/quirks.toml")?;
         quirks.validate(BUNDLED_QUIRKS, "profiles/quirks.toml")?;
         let targets = bundled_targets()?;
+        quirks.check_targets(BUNDLED_QUIRKS, "profiles/quirks.toml", &targets)?;
         let options: OptionTable = parse_toml(BUNDLED_OPTIONS, "profiles/llama-options.toml")?;
         let facts: FactTable = parse_toml(BUNDLED_FACTS, "profiles/llama-facts.toml")?;
         Ok(Knowledge {
@@ -93,6 +94,7 @@ impl Knowledge {
         )?;
         let file: QuirkFile = parse_toml(&text, &origin)?;
         file.validate(&text, &origin)?;
+        file.check_targets(&text, &origin, &self.targets)?;
         // An index keeps merging linear in the number of records.
         let mut at: std::collections::HashMap<String, usize> = self
             .quirks

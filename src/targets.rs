@@ -49,6 +49,10 @@ pub struct Target {
     /// Set when no ROCm release supports the target: why, and what to use instead.
     #[serde(default)]
     pub unsupported: Option<String>,
+    /// AMD targets newer than the clang the tests list targets with: the https URL of LLVM's
+    /// source that defines it (`tests/targets_llvm.rs` holds every other AMD name to clang's list).
+    #[serde(default)]
+    pub llvm: Option<String>,
 }
 
 impl Target {
@@ -113,6 +117,33 @@ impl TargetTable {
     }
 
     pub fn validate(&self, origin: &str) -> Result<()> {
+        for t in &self.target {
+            // A name of the other vendor's form would be emitted into the wrong CMake variable.
+            let prefix = match t.vendor {
+                Vendor::Amd => "gfx",
+                Vendor::Nvidia => "sm_",
+            };
+            if !t.name.starts_with(prefix) {
+                return Err(Error::input(
+                    origin,
+                    format!(
+                        "target `{}` (vendor {:?}) is not written as that vendor's targets are",
+                        t.name, t.vendor
+                    ),
+                    "AMD targets start with gfx (gfx1201, gfx11-generic), NVIDIA ones with sm_ (sm_90)",
+                ));
+            }
+            if let Some(url) = &t.llvm
+                && !(t.vendor == Vendor::Amd
+                    && url.starts_with("https://github.com/llvm/llvm-project/"))
+            {
+                return Err(Error::input(
+                    origin,
+                    format!("target `{}`: field `llvm` is `{url}`", t.name),
+                    "`llvm` is for AMD targets only: an https://github.com/llvm/llvm-project/ URL of the source that defines the target",
+                ));
+            }
+        }
         for f in &self.family {
             for m in &f.members {
                 if self.get(m).is_none() {

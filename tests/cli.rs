@@ -674,3 +674,93 @@ fn args_without_a_rocm_clang_says_what_the_configure_needs() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("--toolchain none"));
 }
+
+/// A user quirk file holding one record with this `[quirk.match]` body (and `measured_on` when
+/// given), and what `cmake-flags` says when it loads it.
+fn with_quirk_match(body: &str, measured_on: Option<&str>) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let measured = measured_on
+        .map(|m| format!("measured_on = \"{m}\"\n"))
+        .unwrap_or_default();
+    std::fs::write(
+        dir.path().join("site.toml"),
+        format!(
+            "[[quirk]]\nid = \"SITE-2\"\ntitle = \"t\"\nsummary = \"s\"\nseverity = \"medium\"\nconfidence = \"high\"\nsources = [\"https://example.org/2\"]\n{measured}[quirk.match]\n{body}\n[quirk.effect]\nvmm = \"deny\"\n"
+        ),
+    )
+    .unwrap();
+    gp().env("GPUPROBE_QUIRKS_DIR", dir.path())
+        .args([
+            "cmake-flags",
+            "--targets",
+            "gfx1100",
+            "--rocm",
+            "6.4",
+            "--format",
+            "args",
+        ])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn quirk_records_are_held_to_the_target_table() {
+    let cases = [
+        // (match body, what the error must say)
+        (
+            "archs = [\"gfx110\"]",
+            vec![
+                "site.toml:2",
+                "SITE-2",
+                "unknown GPU target `gfx110`",
+                "did you mean",
+                "gfx1100",
+            ],
+        ),
+        (
+            "archs = [\"90\"]",
+            vec!["match.archs", "write it as `sm_90`"],
+        ),
+        (
+            "vendor = \"nvidia\"\narchs = [\"gfx1100\"]",
+            vec![
+                "SITE-2",
+                "match.vendor = \"nvidia\"",
+                "gfx1100",
+                "amd target",
+                "never match",
+            ],
+        ),
+        (
+            "vendor = \"amd\"\narchs = [\"gfx120X\", \"sm_90\"]",
+            vec!["sm_90", "nvidia target"],
+        ),
+    ];
+    for (body, says) in cases {
+        let out = with_quirk_match(body, None);
+        assert_eq!(out.status.code(), Some(2), "{body}");
+        assert!(out.stdout.is_empty(), "{body}: nothing half-written");
+        let err = String::from_utf8_lossy(&out.stderr);
+        for s in says {
+            assert!(err.contains(s), "{body}: `{s}` missing from: {err}");
+        }
+    }
+    // What the table knows passes, family tokens included.
+    let out = with_quirk_match("vendor = \"amd\"\narchs = [\"gfx110X\", \"gfx1201\"]", None);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A record `quirks record` wrote for a measured GPU newer than the table still loads.
+    let out = with_quirk_match("archs = [\"gfx1310\"]", Some("gpuprobe detect on host-1"));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = with_quirk_match("archs = [\"gfx1310\"]", None);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -58,3 +58,34 @@ fn every_llvm19_amdgpu_target_has_an_answer() {
         "targets LLVM 19 names that profiles/targets.toml lacks: {missing:?}"
     );
 }
+
+/// The other way round: every AMD name in the table is one LLVM knows, so a made-up or
+/// misspelt target cannot be added. A target newer than clang-19 names the LLVM source that
+/// defines it (`llvm`); one clang-19 already lists must not (the field would hide a typo).
+#[test]
+fn every_amd_target_in_the_table_is_one_llvm_names() {
+    let table = bundled_targets().expect("targets load");
+    let llvm = llvm_amdgpu_cpus();
+    let mut unknown = Vec::new();
+    for t in table
+        .target
+        .iter()
+        .filter(|t| t.vendor == gpuprobe::report::Vendor::Amd)
+    {
+        let listed = llvm.contains(&t.name);
+        match (&t.llvm, listed) {
+            (None, false) => unknown.push(t.name.clone()),
+            (Some(url), true) => {
+                panic!(
+                    "{}: clang-19 lists it, so `llvm = {url}` is not needed",
+                    t.name
+                )
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "profiles/targets.toml names AMD targets clang-19 does not, without an `llvm` source: {unknown:?}"
+    );
+}

@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::evidence::Level;
 use crate::platform::Os;
 use crate::report::Vendor;
+use crate::targets::TargetTable;
 use crate::version::{Version, VersionRange};
 
 #[derive(Debug, Clone, Deserialize)]
@@ -355,6 +356,112 @@ impl QuirkFile {
             }
         }
         Ok(())
+    }
+}
+
+impl QuirkFile {
+    /// Holds every record's architectures to the target table, as `--targets` is held: a name
+    /// the table lacks (`gfx110`) or of the other vendor than `match.vendor` would make the
+    /// record never match, without a word. A record measured here (`measured_on`, written by
+    /// `quirks record`) may name a well-formed architecture newer than the table.
+    pub fn check_targets(&self, text: &str, origin: &str, targets: &TargetTable) -> Result<()> {
+        for q in &self.quirk {
+            let at = |message: String, fix: String| Error::Input {
+                input: origin.to_string(),
+                line: crate::toml_file::line_of_id(text, &q.id),
+                message: format!("quirk `{}`: {message}", crate::neutral::inline(&q.id)),
+                fix,
+            };
+            let fields = q.when.archs.iter().map(|a| ("match.archs", a)).chain(
+                q.seen
+                    .iter()
+                    .flat_map(|s| &s.archs)
+                    .map(|a| ("seen.archs", a)),
+            );
+            for (field, arch) in fields {
+                let vendors = vendors_of(targets, arch);
+                if vendors.is_empty() {
+                    let canonical = crate::targets::normalise(arch);
+                    let measured_new = q.measured_on.is_some()
+                        && crate::targets::vendor_of_name(&canonical).is_some()
+                        && canonical == *arch;
+                    if measured_new {
+                        continue;
+                    }
+                    let fix = if !vendors_of(targets, &canonical).is_empty() {
+                        format!("write it as `{canonical}`, as the target table names it")
+                    } else {
+                        let near = targets.nearest(&canonical);
+                        let list = "`gpuprobe quirks targets` lists the names; a GPU the table lacks goes into profiles/targets.toml first";
+                        if near.is_empty() {
+                            list.to_string()
+                        } else {
+                            format!("did you mean {}? ({list})", near.join(", "))
+                        }
+                    };
+                    return Err(at(
+                        format!(
+                            "field `{field}`: unknown GPU target `{}` (the record would never match it)",
+                            crate::neutral::inline(arch)
+                        ),
+                        fix,
+                    ));
+                }
+                if field == "match.archs"
+                    && let Some(v) = q.when.vendor
+                    && !vendors.contains(&v)
+                {
+                    return Err(at(
+                        format!(
+                            "`match.vendor = \"{}\"` with `{}` in `match.archs`, an {} target: the record can never match",
+                            vendor_word(v),
+                            crate::neutral::inline(arch),
+                            vendors
+                                .iter()
+                                .map(|v| vendor_word(*v))
+                                .collect::<Vec<_>>()
+                                .join("/")
+                        ),
+                        format!(
+                            "remove `{}` from match.archs, or set match.vendor to the vendor of the GPUs the record is for",
+                            crate::neutral::inline(arch)
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The vendors of a target name or family token as the table has them; empty when unknown.
+fn vendors_of(targets: &TargetTable, arch: &str) -> Vec<Vendor> {
+    let mut out: Vec<Vendor> = Vec::new();
+    let names: Vec<&str> = match targets
+        .family
+        .iter()
+        .find(|f| f.token.eq_ignore_ascii_case(arch))
+    {
+        Some(f) => f.members.iter().map(String::as_str).collect(),
+        None => vec![arch],
+    };
+    for n in names {
+        if let Some(t) = targets
+            .target
+            .iter()
+            .find(|t| t.name.eq_ignore_ascii_case(n))
+            && !out.contains(&t.vendor)
+        {
+            out.push(t.vendor);
+        }
+    }
+    out
+}
+
+fn vendor_word(v: Vendor) -> &'static str {
+    match v {
+        Vendor::Amd => "amd",
+        Vendor::Nvidia => "nvidia",
     }
 }
 

@@ -832,7 +832,9 @@ pub struct VisibleDevice {
 )]
 #[serde(rename_all = "lowercase")]
 pub enum CheckLevel {
-    Info,
+    /// Informs; nothing to do (saved reports may say `info`, the name before 0.2).
+    #[serde(alias = "info")]
+    Note,
     Warning,
     Error,
 }
@@ -840,7 +842,7 @@ pub enum CheckLevel {
 impl CheckLevel {
     pub fn as_str(self) -> &'static str {
         match self {
-            CheckLevel::Info => "info",
+            CheckLevel::Note => "note",
             CheckLevel::Warning => "warning",
             CheckLevel::Error => "error",
         }

@@ -1213,8 +1213,11 @@ fn apply_quirk(
         }
     }
     if let Some(w) = &q.effect.warn {
-        acc.warnings
-            .push(note(q.severity, format!("{}: {w}", q.id), &ids, &targets));
+        let n = note(q.severity, format!("{}: {w}", q.id), &ids, &targets);
+        match q.effect.level {
+            crate::quirks::WarnLevel::Warning => acc.warnings.push(n),
+            crate::quirks::WarnLevel::Note => acc.notes.push(n),
+        }
     }
     if let Some(r) = &q.effect.refuse {
         acc.refusals.push(note(
@@ -1298,13 +1301,15 @@ fn group(
                             gf.quirks.push(q);
                         }
                     }
-                    if gf.lift.is_none() {
-                        gf.lift = f.lift;
-                    } else if let (Some(a), Some(b)) = (&gf.lift, &f.lift)
-                        && a != b
-                    {
-                        gf.lift = Some(format!("{a}; {b}"));
-                    }
+                    // The workload lift lifts every lower level too (as in merge_reasons).
+                    let workload = |l: &str| l.contains("--exercise");
+                    gf.lift = match (gf.lift.take(), f.lift) {
+                        (None, b) => b,
+                        (a, None) => a,
+                        (Some(a), Some(b)) if a == b || (workload(&a) && !workload(&b)) => Some(a),
+                        (Some(a), Some(b)) if workload(&b) && !workload(&a) => Some(b),
+                        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+                    };
                 }
             }
             continue;
@@ -1327,7 +1332,7 @@ fn group(
             .map(|(mut e, who)| {
                 if who.len() < g.targets.len() {
                     let only = format!(
-                        "only where the GPU is {} (this build also serves {})",
+                        "the GPU is {} (this build also serves {})",
                         who.join(", "),
                         g.targets
                             .iter()
@@ -1459,7 +1464,7 @@ fn merge_machine(planned: Vec<Planned>) -> Planned {
             .collect();
         if holders.len() < planned.len() {
             let only = format!(
-                "only for a llama.cpp process that uses the {} alone (hide the other GPUs with HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES)",
+                "a llama.cpp process uses the {} alone (hide the other GPUs with HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES)",
                 holders.join(", ")
             );
             e.when = Some(match e.when.take() {
@@ -1518,6 +1523,40 @@ fn override_target(value: &str) -> Option<String> {
     (it.next().is_none() && minor < 16 && step < 16).then(|| format!("gfx{major}{minor:x}{step:x}"))
 }
 
+/// `VMM needs a measured workload (...) pass for ...` → `workload`.
+fn need_level(segment: &str) -> Option<&str> {
+    segment
+        .strip_prefix("VMM needs a measured ")
+        .or_else(|| segment.strip_prefix("past that, VMM needs a measured "))
+        .and_then(|rest| rest.split([' ', '(']).next())
+}
+
+/// Two needs of one level and scope as one, naming every record of both (`workload (Q21
+/// matches, Q3 matches for smoke)` and `workload (Q33 matches, Q21 matches)`); None when they
+/// differ in level or scope.
+fn union_needs(a: &str, b: &str) -> Option<String> {
+    let parts = |s: &str| -> Option<(String, Vec<String>, String)> {
+        let open = s.find(" (")?;
+        let close = open + s[open..].find(')')?;
+        let items = s[open + 2..close].split(", ").map(str::to_string).collect();
+        Some((s[..open].to_string(), items, s[close + 1..].to_string()))
+    };
+    if a == b {
+        return Some(a.to_string());
+    }
+    let (head_a, mut items, tail_a) = parts(a)?;
+    let (head_b, items_b, tail_b) = parts(b)?;
+    if head_a != head_b || tail_a != tail_b {
+        return None;
+    }
+    for i in items_b {
+        if !items.contains(&i) {
+            items.push(i);
+        }
+    }
+    Some(format!("{head_a} ({}){tail_a}", items.join(", ")))
+}
+
 /// Joins two `prefix: a; b` reasons without repeating the prefix or a segment.
 fn merge_reasons(a: &str, b: &str) -> String {
     let is_prefix = |p: &str| p == LEGACY_PREFIX || p == LEGACY_PREFIX_HIP;
@@ -1529,12 +1568,36 @@ fn merge_reasons(a: &str, b: &str) -> String {
         Some((p, rest)) if is_prefix(p) => rest,
         _ => b,
     };
-    let mut segs: Vec<&str> = first.split("; ").collect();
-    for s in second.split("; ") {
-        if !segs.contains(&s) {
+    // Each target's reason says what it needs and how to lift it; a group says each thing
+    // once: per evidence level the need naming the most records, then the ways to lift it.
+    let mut needs: Vec<String> = Vec::new();
+    let mut lifts: Vec<&str> = Vec::new();
+    let mut segs: Vec<&str> = Vec::new();
+    for s in first.split("; ").chain(second.split("; ")) {
+        if s.starts_with("to lift it: ") {
+            if !lifts.contains(&s) {
+                lifts.push(s);
+            }
+        } else if need_level(s).is_some() {
+            match needs.iter().position(|n| union_needs(n, s).is_some()) {
+                Some(i) => needs[i] = union_needs(&needs[i], s).unwrap_or_default(),
+                None => needs.push(s.to_string()),
+            }
+        } else if !segs.contains(&s) {
             segs.push(s);
         }
     }
+    // A workload pass (check-build --exercise) is evidence at every lower level too: where one
+    // is asked for, it alone lifts the group.
+    if lifts.iter().any(|l| l.contains("--exercise")) {
+        lifts.retain(|l| !l.contains("gpuprobe detect --json"));
+    }
+    let none_on_record = segs.iter().position(|s| *s == "none is on record");
+    let none_on_record = none_on_record.map(|i| segs.remove(i));
+    let mut segs: Vec<String> = segs.into_iter().map(str::to_string).collect();
+    segs.extend(needs);
+    segs.extend(none_on_record.map(str::to_string));
+    segs.extend(lifts.into_iter().map(str::to_string));
     match prefix {
         Some(p) => format!("{p}: {}", segs.join("; ")),
         None => segs.join("; "),

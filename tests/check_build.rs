@@ -480,7 +480,7 @@ fn h200_build_on_h200_with_passing_smoke_has_no_problems() {
     let r = judge(&text, Some(&m), None, &[]);
     assert_eq!(r.summary.exit_code, 0, "{}", check_build::render(&r));
     assert_eq!(r.summary.warnings + r.summary.errors, 0);
-    assert_eq!(find(&r, "vmm-ok").level, Level::Info);
+    assert_eq!(find(&r, "vmm-ok").level, Level::Note);
     assert_eq!(find(&r, "arch-ok").devices.len(), 2);
     let unknown = find(&r, "build-unknown");
     assert!(unknown.fix.as_deref().unwrap().contains("--llama-build"));
@@ -581,7 +581,7 @@ fn no_vmm_build_where_vmm_is_unsafe_is_fine() {
     assert!(f.title.contains("without VMM"), "{}", f.title);
     assert!(!has(&r, "vmm-compiled-out"));
     // Build 10001 has #23907: the legacy-pool advice is information.
-    assert_eq!(find(&r, "quirk-Q2").level, Level::Info);
+    assert_eq!(find(&r, "quirk-Q2").level, Level::Note);
     assert!(!has(&r, "quirk-Q2-old-build"));
 }
 
@@ -628,11 +628,11 @@ fn old_no_vmm_build_predates_the_flush_and_retry_fix() {
     );
     // Conditions alone (no out-of-memory in this output): notes, with the reason.
     let old = find(&r, "quirk-Q2-old-build");
-    assert_eq!(old.level, Level::Info);
+    assert_eq!(old.level, Level::Note);
     assert!(old.reason.contains("8863"));
     assert!(old.reason.contains("shows no symptom"), "{}", old.reason);
     let q2 = find(&r, "quirk-Q2");
-    assert_eq!(q2.level, Level::Info);
+    assert_eq!(q2.level, Level::Note);
     assert!(q2.reason.contains("predates #23907"), "{}", q2.reason);
     // The evidence: the device line that says `VMM: no`, and the version line.
     let quoted: Vec<&str> = old.evidence.iter().map(|q| q.text.as_str()).collect();
@@ -649,7 +649,7 @@ fn old_no_vmm_build_predates_the_flush_and_retry_fix() {
 fn unknown_build_number_leaves_the_flush_retry_check_open() {
     let r = judge(&fixture("lemonade-87-r9700-no-vmm.txt"), None, None, &[]);
     let f = find(&r, "quirk-Q2-old-build");
-    assert_eq!(f.level, Level::Info);
+    assert_eq!(f.level, Level::Note);
     assert!(f.title.contains("may apply"));
     assert!(f.reason.contains("llama.cpp build"), "{}", f.reason);
 }
@@ -701,7 +701,7 @@ fn cuda_archs_same_major_and_all_newer() {
         &[],
     );
     let f = find(&r, "arch-compatible");
-    assert_eq!(f.level, Level::Info);
+    assert_eq!(f.level, Level::Note);
     assert!(f.title.contains("860"), "{}", f.title);
     let m = report(
         vec![device(0, Backend::Cuda, "Tesla T4", "sm_75", pass())],
@@ -725,7 +725,7 @@ fn hip_archs_are_not_printed_and_the_report_says_so() {
         &[],
     );
     let f = find(&r, "archs-not-visible");
-    assert_eq!(f.level, Level::Info);
+    assert_eq!(f.level, Level::Note);
     assert!(f.reason.contains("gfx1201"));
 }
 
@@ -757,7 +757,7 @@ fn apu_gets_the_unified_memory_advice_from_q11() {
         None,
         &["GGML_CUDA_ENABLE_UNIFIED_MEMORY"],
     );
-    assert_eq!(find(&r, "quirk-Q11").level, Level::Info);
+    assert_eq!(find(&r, "quirk-Q11").level, Level::Note);
 }
 
 #[test]
@@ -786,7 +786,7 @@ fn multi_gpu_rocm_no_vmm_build_peer_copies_and_graph_advice() {
     );
     // Q6: runtime advice for a no-VMM HIP build with graphs (build 10000 >= 8893), for a workload.
     let q6 = find(&r, "quirk-Q6");
-    assert_eq!(q6.level, Level::Info);
+    assert_eq!(q6.level, Level::Note);
     assert!(
         q6.fix
             .as_deref()
@@ -828,7 +828,7 @@ fn cpu_only_build_on_a_gpu_machine() {
     assert_eq!(f.level, Level::Warning);
     assert!(f.reason.contains("NVIDIA H200"));
     let r = judge(&text, Some(&report(vec![], None)), None, &[]);
-    assert_eq!(find(&r, "cpu-only").level, Level::Info);
+    assert_eq!(find(&r, "cpu-only").level, Level::Note);
     assert_eq!(r.summary.exit_code, 0);
     assert!(r.build.cpu_only);
     let r = judge(&text, None, None, &[]);

@@ -155,7 +155,7 @@ fn json_keeps_the_notes_the_human_report_folds() {
     let notes = r
         .findings
         .iter()
-        .filter(|f| f.level == Level::Info && f.title.contains(" may apply: "))
+        .filter(|f| f.level == Level::Note && f.title.contains(" may apply: "))
         .count();
     let text = check_build::render(&r);
     let verbose = check_build::render_verbose(&r);

@@ -205,7 +205,7 @@ fn a_missing_model_file_is_one_note_not_a_build_problem() {
     assert!(
         r.findings
             .iter()
-            .any(|f| f.id == "log-model-file-not-opened" && f.level == Level::Info),
+            .any(|f| f.id == "log-model-file-not-opened" && f.level == Level::Note),
         "{}",
         check_build::render(&r)
     );

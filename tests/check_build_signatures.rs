@@ -709,7 +709,7 @@ fn a_no_vmm_build_on_a_vmm_capable_device_quotes_its_evidence() {
         .build(11434)
         .judge();
     assert!(
-        r.findings.iter().all(|f| f.level == Level::Info),
+        r.findings.iter().all(|f| f.level == Level::Note),
         "{}",
         check_build::render(&r)
     );
@@ -739,7 +739,7 @@ fn multi_gpu_warning_needs_a_split_run_and_a_covered_architecture() {
         .os(Os::Windows)
         .build(10000)
         .judge();
-    assert_eq!(find(&r, "quirk-Q7").level, Level::Info);
+    assert_eq!(find(&r, "quirk-Q7").level, Level::Note);
     // The same with a run split across ROCm0 and ROCm1 (llama.cpp#16725's buffer lines): a
     // warning, and the flag it asks for is in the plan line.
     let r = Case::new(vec![

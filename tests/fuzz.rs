@@ -281,7 +281,10 @@ fn check_emitters(plan: &Plan) -> Result<(), TestCaseError> {
         .into_iter()
         .map(|(k, _)| k)
         .collect();
-    prop_assert_eq!(keys, ["cmake-args", "matrix", "env", "plan"]);
+    prop_assert_eq!(
+        keys,
+        ["cmake-args", "configure-env", "matrix", "env", "plan"]
+    );
     for l in annotations.lines() {
         prop_assert!(
             l.starts_with("::error title=gpuprobe::")

@@ -82,7 +82,7 @@ fn hip_visible_devices_hides_a_gpu_from_the_list_and_from_the_plan() {
     assert_eq!(v["devices"][0]["visible"], Value::Null);
     assert_eq!(v["devices"][1]["visible"], 0);
     let c = one(&r, "visible-devices");
-    assert_eq!(c["level"], "info");
+    assert_eq!(c["level"], "note");
     let d = s(c, "detail");
     assert!(
         d.contains("ROCm0 = GPU 1 (AMD Radeon AI PRO R9700 gfx1201, 0000:08:00.0)"),
@@ -434,7 +434,7 @@ fn wsl_is_recognised() {
     let (r, _) = m.detect(&[]);
     assert_eq!(r["host"]["os"], "wsl");
     let c = one(&r, "wsl");
-    assert_eq!(c["level"], "info");
+    assert_eq!(c["level"], "note");
     assert!(s(c, "detail").contains("/dev/dxg"));
 }
 
@@ -481,7 +481,7 @@ fn equal_hip_versions_are_information_and_a_rocm_in_usr_is_no_pair() {
         &hip_version_h(6, 4, 43482),
     );
     let (r, _) = m.detect(&["--backend", "hip"]);
-    assert_eq!(one(&r, "hip-headers-shadowed")["level"], "info");
+    assert_eq!(one(&r, "hip-headers-shadowed")["level"], "note");
 
     // Debian's own ROCm lives in /usr: the headers there are the install, not a second copy.
     let m = Machine::from(Some("2x-r9700-gfx1201")).env("ROCM_PATH", "/usr");

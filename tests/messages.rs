@@ -452,3 +452,58 @@ fn ranges_are_printed_for_people() {
         "{text}"
     );
 }
+
+/// No output says a thing twice in one breath: across the snapshot corpus, no line or comment
+/// paragraph repeats a phrase (`only for only for`) or a clause of its own (a lift sentence
+/// once per target of a group).
+#[test]
+fn no_output_repeats_itself() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
+    let mut problems = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        // A comment wrapped over several lines is one paragraph.
+        let mut paragraphs: Vec<String> = Vec::new();
+        let mut current = String::new();
+        for line in text.lines() {
+            let body = line.trim_start();
+            let continued = body.starts_with("#  ") && !current.is_empty();
+            if continued {
+                current.push(' ');
+                current.push_str(body.trim_start_matches('#').trim());
+            } else {
+                if !current.is_empty() {
+                    paragraphs.push(std::mem::take(&mut current));
+                }
+                current = body.trim_start_matches('#').trim().to_string();
+            }
+        }
+        paragraphs.push(current);
+        for p in &paragraphs {
+            let words: Vec<&str> = p.split_whitespace().collect();
+            // A phrase said twice in a row (`only for only for`), or a condition stacked on a
+            // condition (`only for only where`).
+            for w in words.windows(4) {
+                let alphabetic = |s: &str| s.chars().all(char::is_alphabetic);
+                if (w[0] == w[2] && w[1] == w[3] && alphabetic(w[0]) && alphabetic(w[1]))
+                    || (w[0] == "only" && w[2] == "only")
+                {
+                    problems.push(format!("{}: `{}`", path.display(), w.join(" ")));
+                }
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            for clause in p
+                .split("; ")
+                .flat_map(|c| c.split(". "))
+                .map(str::trim)
+                .filter(|c| c.len() > 40)
+            {
+                if !seen.insert(clause) {
+                    problems.push(format!("{}: said twice: {clause}", path.display()));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

@@ -228,12 +228,12 @@ fn env(p: &Plan, target: &str, name: &str) -> Option<String> {
 }
 
 /// Advice that a shared build carries for some of its targets says so in `when`
-/// ("only where the GPU is gfx1103 (...)"); other advice holds for every target of the group.
+/// ("the GPU is gfx1103 (...)"); other advice holds for every target of the group.
 fn advice_holds_for(e: &gpuprobe::plan::EnvAdvice, target: &str) -> bool {
     match e
         .when
         .as_deref()
-        .and_then(|w| w.strip_prefix("only where the GPU is "))
+        .and_then(|w| w.strip_prefix("the GPU is "))
     {
         Some(rest) => rest
             .split(" (")
@@ -245,7 +245,16 @@ fn advice_holds_for(e: &gpuprobe::plan::EnvAdvice, target: &str) -> bool {
     }
 }
 
-fn warned(p: &Plan, id: &str) -> bool {
+/// The record's text is in the plan: a warning, or a note the record asked for (`level =
+/// "note"`; a "may apply" note does not count). Which of the two is `severity_policy` below.
+fn told(p: &Plan, id: &str) -> bool {
+    in_warnings(p, id)
+        || p.notes
+            .iter()
+            .any(|n| n.quirks.iter().any(|q| q == id) && n.message.starts_with(&format!("{id}: ")))
+}
+
+fn in_warnings(p: &Plan, id: &str) -> bool {
     p.warnings.iter().any(|n| n.quirks.iter().any(|q| q == id))
 }
 
@@ -521,8 +530,8 @@ fn q14_gfx906_warns_from_rocm_6_4_and_keeps_vmm_by_evidence_only() {
         Some("OFF")
     );
     assert!(flag(&p, "gfx906", "GGML_HIP_NO_VMM").is_some());
-    assert!(warned(&p, "Q14"));
-    assert!(!warned(&Case::new("gfx906").rocm("6.3").plan(), "Q14"));
+    assert!(told(&p, "Q14"));
+    assert!(!told(&Case::new("gfx906").rocm("6.3").plan(), "Q14"));
     // ROCm 7.14 with this machine's smoke pass: Q14 warns but does not deny.
     let r = report(
         vec![device(0, Backend::Hip, "gfx906", SmokeOutcome::Pass, None)],
@@ -535,7 +544,7 @@ fn q14_gfx906_warns_from_rocm_6_4_and_keeps_vmm_by_evidence_only() {
         "{:#?}",
         p.groups[0].flags
     );
-    assert!(warned(&p, "Q14"));
+    assert!(told(&p, "Q14"));
 }
 
 #[test]
@@ -625,19 +634,19 @@ fn before_build_4548_hip_has_no_vmm_pool_and_no_vmm_flag() {
 #[test]
 fn q2_and_q2_old_build_warn_for_legacy_pool_builds() {
     let p = Case::new("gfx1100").rocm("7.2").build(8500).plan();
-    assert!(warned(&p, "Q2") && warned(&p, "Q2-old-build") && warned(&p, "Q2-pre-9489"));
+    assert!(told(&p, "Q2") && told(&p, "Q2-old-build") && told(&p, "Q2-pre-9489"));
     let p = Case::new("gfx1100").rocm("7.2").build(9000).plan();
-    assert!(!warned(&p, "Q2-old-build") && warned(&p, "Q2-pre-9489"));
+    assert!(!told(&p, "Q2-old-build") && told(&p, "Q2-pre-9489"));
     let p = Case::new("gfx1100").rocm("7.2").build(11434).plan();
-    assert!(warned(&p, "Q2") && !warned(&p, "Q2-old-build") && !warned(&p, "Q2-pre-9489"));
+    assert!(told(&p, "Q2") && !told(&p, "Q2-old-build") && !told(&p, "Q2-pre-9489"));
     // The text fits the build: nothing about later builds on the newest one.
-    let q2 = p.warnings.iter().find(|n| n.quirks == ["Q2"]).unwrap();
+    let q2 = p.notes.iter().find(|n| n.quirks == ["Q2"]).unwrap();
     assert!(!q2.message.contains("9489"), "{}", q2.message);
     let p = Case::new("gfx90a")
         .rocm("7.14")
         .evidence("gfx90a", "7.14", Os::Linux, Level::Smoke, Verdict::Pass)
         .plan();
-    assert!(!warned(&p, "Q2"), "a VMM build is not exposed to Q2");
+    assert!(!told(&p, "Q2"), "a VMM build is not exposed to Q2");
 }
 
 #[test]
@@ -713,12 +722,8 @@ fn q7_multi_gpu_amd_sets_no_peer_copy_and_is_only_a_note_when_unknown() {
     // Scoped to the RDNA 2/RDNA 4 GPUs the reports cover; every AMD multi-GPU box gets -sm layer.
     let p = Case::new("gfx942,gfx942").rocm("7.14.0").machine().plan();
     assert_eq!(flag(&p, "gfx942", "GGML_CUDA_NO_PEER_COPY"), None);
-    assert!(!warned(&p, "Q7") && warned(&p, "Q7-split"));
-    let sm = p
-        .warnings
-        .iter()
-        .find(|n| n.quirks == ["Q7-split"])
-        .unwrap();
+    assert!(!told(&p, "Q7") && told(&p, "Q7-split"));
+    let sm = p.notes.iter().find(|n| n.quirks == ["Q7-split"]).unwrap();
     assert!(sm.message.contains("-sm layer"), "{}", sm.message);
 }
 
@@ -727,13 +732,13 @@ fn a_declared_machine_makes_machine_quirks_definite_and_one_build() {
     // dGPU + iGPU in one box: Q8 applies (not "may apply"), one build for both.
     let p = Case::new("gfx1201,gfx1103").rocm("7.14.0").machine().plan();
     assert_eq!(p.mode, Mode::Machine);
-    assert!(warned(&p, "Q8"), "{:?}", p.notes);
+    assert!(told(&p, "Q8"), "{:?}", p.notes);
     assert_eq!(p.groups.len(), 1, "{:?}", p.groups);
     assert_eq!(p.groups[0].targets, vec!["gfx1201", "gfx1103"]);
     // The same targets declared for unknown machines: Q8 unknown; their flags agree, so one
     // build, with the APU's advice for the APU only.
     let p = Case::new("gfx1201,gfx1103").rocm("7.14.0").plan();
-    assert!(!warned(&p, "Q8") && noted(&p, "Q8"));
+    assert!(!told(&p, "Q8") && noted(&p, "Q8"));
     assert_eq!(p.groups.len(), 1, "{:?}", p.groups);
     // Two of a kind: multi-GPU is known.
     let p = Case::new("gfx1201,gfx1201").rocm("7.14.0").machine().plan();
@@ -767,7 +772,7 @@ fn q8_igpu_next_to_dgpu_warns() {
         ],
         Some("6.4.1"),
     );
-    assert!(warned(&plan_measured(&r), "Q8"));
+    assert!(told(&plan_measured(&r), "Q8"));
 }
 
 #[test]
@@ -786,29 +791,29 @@ fn q9_hsa_override_set_warns() {
         force_no_vmm: false,
         evidence: Evidence::default(),
     };
-    assert!(warned(&resolve(&k, &req).unwrap(), "Q9"));
-    assert!(!warned(&Case::new("gfx1100").rocm("6.4").plan(), "Q9"));
+    assert!(told(&resolve(&k, &req).unwrap(), "Q9"));
+    assert!(!told(&Case::new("gfx1100").rocm("6.4").plan(), "Q9"));
 }
 
 #[test]
 fn q10_strix_nightly_range_warns_on_linux_only() {
-    assert!(warned(
+    assert!(told(
         &Case::new("gfx1151").rocm("7.14.0a20260610").plan(),
         "Q10"
     ));
-    assert!(!warned(
+    assert!(!told(
         &Case::new("gfx1151").rocm("7.14.0a20260608").plan(),
         "Q10"
     ));
     // Fixed in 7.14.0 (rocm-systems#7053): the final release and later are clean.
     for v in ["7.14.0", "7.14.1", "7.15.0a20260701"] {
-        assert!(!warned(&Case::new("gfx1151").rocm(v).plan(), "Q10"), "{v}");
+        assert!(!told(&Case::new("gfx1151").rocm(v).plan(), "Q10"), "{v}");
     }
-    assert!(warned(
+    assert!(told(
         &Case::new("gfx1201").rocm("7.14.0a20260612").plan(),
         "Q10"
     ));
-    assert!(!warned(
+    assert!(!told(
         &Case::new("gfx1151")
             .rocm("7.14.0a20260610")
             .os(Os::Windows)
@@ -829,11 +834,11 @@ fn q11_apus_get_unified_memory_advice_discrete_gpus_do_not() {
 
 #[test]
 fn q12_uma_with_the_2d_copy_fast_path_warns_from_9827() {
-    assert!(warned(
+    assert!(told(
         &Case::new("gfx1151").rocm("6.4").build(9900).plan(),
         "Q12"
     ));
-    assert!(!warned(
+    assert!(!told(
         &Case::new("gfx1151").rocm("6.4").build(9800).plan(),
         "Q12"
     ));
@@ -843,9 +848,9 @@ fn q12_uma_with_the_2d_copy_fast_path_warns_from_9827() {
 fn q12_withdraws_q11s_unified_memory_where_it_garbles_output() {
     let p = Case::new("gfx1151").rocm("7.14.0").build(11434).plan();
     // Q11's advice (and its warning, which recommends it) is withdrawn; Q12 says what instead.
-    assert!(!warned(&p, "Q11") && warned(&p, "Q12"));
+    assert!(!told(&p, "Q11") && told(&p, "Q12"));
     assert_eq!(env(&p, "gfx1151", "GGML_CUDA_ENABLE_UNIFIED_MEMORY"), None);
-    let q12 = p.warnings.iter().find(|n| n.quirks == ["Q12"]).unwrap();
+    let q12 = p.notes.iter().find(|n| n.quirks == ["Q12"]).unwrap();
     assert!(q12.message.contains("carve-out"), "{}", q12.message);
     let p = Case::new("gfx1151").rocm("7.14.0").build(9826).plan();
     assert_eq!(
@@ -868,8 +873,8 @@ fn q13_rocwmma_off_for_rdna3_before_its_removal_and_absent_after() {
 #[test]
 fn q18_windows_hip_warns_about_the_runner() {
     let p = Case::new("gfx1100").rocm("6.4").os(Os::Windows).plan();
-    assert!(warned(&p, "Q18"));
-    assert!(!warned(&Case::new("gfx1100").rocm("6.4").plan(), "Q18"));
+    assert!(told(&p, "Q18"));
+    assert!(!told(&Case::new("gfx1100").rocm("6.4").plan(), "Q18"));
     // The clash is VS 2026's MSVC v145; the VS 2022 toolset is the way out, not a dead end.
     let q18 = p
         .warnings
@@ -895,7 +900,7 @@ fn q26_sm_tensor_peer_access_ends_at_build_9875() {
             .plan()
     };
     let p = at(9600);
-    assert!(warned(&p, "Q26"));
+    assert!(told(&p, "Q26"));
     let w = p
         .warnings
         .iter()
@@ -906,45 +911,45 @@ fn q26_sm_tensor_peer_access_ends_at_build_9875() {
         !all_args(&p).iter().any(|a| a == "-DGGML_CUDA_NO_VMM=ON"),
         "a warning, not a flag: the workload is not visible to the plan"
     );
-    assert!(warned(&at(9874), "Q26"));
-    assert!(!warned(&at(9875), "Q26"), "the first build with #24491");
-    assert!(!warned(&at(8737), "Q26"), "before -sm tensor existed");
+    assert!(told(&at(9874), "Q26"));
+    assert!(!told(&at(9875), "Q26"), "the first build with #24491");
+    assert!(!told(&at(8737), "Q26"), "before -sm tensor existed");
     // One GPU, or GPUs that are not one machine (unknown): never definite.
-    assert!(!warned(
+    assert!(!told(
         &Case::new("sm_75").cuda("12.4").build(9600).plan(),
         "Q26"
     ));
     let p = Case::new("sm_75").cuda("12.4").build(9600).plan();
-    assert!(noted(&p, "Q26") || !warned(&p, "Q26"));
+    assert!(noted(&p, "Q26") || !told(&p, "Q26"));
 }
 
 #[test]
 fn q25_cuda_below_11_7_warns_for_targets_older_toolkits_could_build() {
-    assert!(warned(&Case::new("sm_86").cuda("11.5").plan(), "Q25"));
-    assert!(warned(&Case::new("sm_75").cuda("11.6").plan(), "Q25"));
-    assert!(!warned(&Case::new("sm_86").cuda("11.7").plan(), "Q25"));
-    assert!(!warned(&Case::new("sm_86").cuda("12.8").plan(), "Q25"));
+    assert!(told(&Case::new("sm_86").cuda("11.5").plan(), "Q25"));
+    assert!(told(&Case::new("sm_75").cuda("11.6").plan(), "Q25"));
+    assert!(!told(&Case::new("sm_86").cuda("11.7").plan(), "Q25"));
+    assert!(!told(&Case::new("sm_86").cuda("12.8").plan(), "Q25"));
     // sm_89 and later already need 11.8 from the target table: a refusal, not this warning.
     let p = Case::new("sm_89").cuda("11.5").plan();
     assert!(p.refused());
-    assert!(!warned(&p, "Q25"));
+    assert!(!told(&p, "Q25"));
     // Unknown toolkit: said as a possibility, never as a warning.
     let p = Case::new("sm_86").plan();
-    assert!(noted(&p, "Q25") && !warned(&p, "Q25"));
+    assert!(noted(&p, "Q25") && !told(&p, "Q25"));
 }
 
 #[test]
 fn q28_graphs_with_speculative_decoding_advice_before_build_10531() {
     let p = Case::new("sm_70").cuda("12.4").build(10107).plan();
-    assert!(warned(&p, "Q28"));
+    assert!(told(&p, "Q28"));
     assert_eq!(
         env(&p, "sm_70", "GGML_CUDA_DISABLE_GRAPHS").as_deref(),
         Some("1")
     );
     let p = Case::new("sm_70").cuda("12.4").build(10531).plan();
-    assert!(!warned(&p, "Q28"));
+    assert!(!told(&p, "Q28"));
     assert_eq!(env(&p, "sm_70", "GGML_CUDA_DISABLE_GRAPHS"), None);
-    assert!(!warned(
+    assert!(!told(
         &Case::new("gfx1100").rocm("7.2.1").build(10107).plan(),
         "Q28"
     ));
@@ -955,11 +960,11 @@ fn q20_gfx1152_override_advice_on_old_rocm() {
     // ROCm < 7.13 cannot build gfx1152 at all: refused, and the Q20 advice says what helps.
     let p = Case::new("gfx1152").rocm("7.2").plan();
     assert!(p.refused());
-    assert!(warned(&p, "Q20"));
+    assert!(told(&p, "Q20"));
     // 7.13 ships gfx1152 code objects: Q20 no longer applies there. Before it, the override
     // stopgap needs gfx1150 in the same build, so it is not advised for a build without it.
     let p = Case::new("gfx1152").rocm("7.13").plan();
-    assert!(!warned(&p, "Q20"));
+    assert!(!told(&p, "Q20"));
     assert_eq!(env(&p, "gfx1152", "HSA_OVERRIDE_GFX_VERSION"), None);
     let p = Case::new("gfx1152").rocm("7.12").plan();
     assert!(
@@ -972,7 +977,7 @@ fn q20_gfx1152_override_advice_on_old_rocm() {
         env(&p, "gfx1152", "HSA_OVERRIDE_GFX_VERSION").as_deref(),
         Some("11.5.0")
     );
-    assert!(!warned(&Case::new("gfx1152").rocm("7.14").plan(), "Q20"));
+    assert!(!told(&Case::new("gfx1152").rocm("7.14").plan(), "Q20"));
 }
 
 // ---- NVIDIA quirks -----------------------------------------------------------------------------
@@ -1004,7 +1009,7 @@ fn q15_jetson_and_q15_windows() {
     let p = Case::new("sm_87").cuda("12.8").plan();
     assert_eq!(flag(&p, "sm_87", "GGML_CUDA_NO_VMM").as_deref(), Some("ON"));
     let p = Case::new("sm_89").cuda("12.8").os(Os::Windows).plan();
-    assert!(warned(&p, "Q15-windows"));
+    assert!(told(&p, "Q15-windows"));
     assert_eq!(
         flag(&p, "sm_89", "GGML_CUDA_NO_VMM").as_deref(),
         Some("OFF"),
@@ -1018,20 +1023,20 @@ fn q16_sm120_warns_on_every_driver_and_sets_no_env() {
     let mut d = device(0, Backend::Cuda, "sm_120", SmokeOutcome::Pass, None);
     d.driver_version = Some("595.84".into());
     let p = plan_measured(&report(vec![d], None));
-    assert!(warned(&p, "Q16"));
+    assert!(told(&p, "Q16"));
     assert_eq!(env(&p, "sm_120", "GGML_CUDA_DISABLE_GRAPHS"), None);
     let mut d = device(0, Backend::Cuda, "sm_120", SmokeOutcome::Pass, None);
     d.driver_version = Some("580.159.04".into());
     let p = plan_measured(&report(vec![d], None));
     assert!(
-        warned(&p, "Q16"),
+        told(&p, "Q16"),
         "595.84 was the reporter's driver, not a lower bound"
     );
     // Open-ended: no fixed driver is known.
     let mut d = device(0, Backend::Cuda, "sm_120", SmokeOutcome::Pass, None);
     d.driver_version = Some("600.10".into());
     let p = plan_measured(&report(vec![d], None));
-    assert!(warned(&p, "Q16"));
+    assert!(told(&p, "Q16"));
 }
 
 #[test]
@@ -1526,7 +1531,16 @@ fn decision_table_covers_every_record() {
             "row {i} ({}): {:?}",
             row.targets, g.flags
         );
-        let mut applied: Vec<String> = p.warnings.iter().flat_map(|n| n.quirks.clone()).collect();
+        let mut applied: Vec<String> = p
+            .warnings
+            .iter()
+            .chain(
+                p.notes
+                    .iter()
+                    .filter(|n| !n.message.contains(" may apply: ")),
+            )
+            .flat_map(|n| n.quirks.clone())
+            .collect();
         for g in &p.groups {
             for f in &g.flags {
                 applied.extend(f.quirks.clone());
@@ -1612,4 +1626,41 @@ fn cmake_args_names_the_targets_it_leaves_to_the_matrix() {
         ),
         "{annotations}"
     );
+}
+
+/// The severity policy (README "Errors, warnings and notes"): a warning only where the user must
+/// act; what the plan already did, and advice for run time, are notes.
+#[test]
+fn severity_policy_warns_only_where_the_user_must_act() {
+    // A legacy-pool ROCm 7.11 build on Radeon, from an old llama.cpp build: Q2 (runtime advice),
+    // Q31 (Release, which the plan builds) and Q3 (VMM kept off) inform; Q2-old-build (upgrade)
+    // asks for action.
+    let p = Case::new("gfx1100").rocm("7.11").build(8000).plan();
+    for id in ["Q2", "Q31", "Q3"] {
+        assert!(
+            told(&p, id) && !in_warnings(&p, id),
+            "{id} should be a note: {:?}",
+            p.warnings
+        );
+    }
+    assert!(in_warnings(&p, "Q2-old-build"), "{:?}", p.warnings);
+    // Every warning the bundled records make carries an action word; notes need none.
+    let k = Knowledge::bundled().unwrap();
+    for q in k
+        .quirks
+        .iter()
+        .filter(|q| q.effect.level == gpuprobe::quirks::WarnLevel::Warning)
+    {
+        if let Some(w) = &q.effect.warn {
+            let acts = [
+                "Use ", "use ", "Build ", "build ", "Install", "Set ", "Unset", "Run ", "run ",
+                "Select", "Hide", "pass ",
+            ];
+            assert!(
+                acts.iter().any(|a| w.contains(a)),
+                "{}: a warning names no action: {w}",
+                q.id
+            );
+        }
+    }
 }

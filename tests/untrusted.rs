@@ -274,7 +274,10 @@ fn a_probe_that_prints_a_hostile_arch_cannot_inject_into_any_format() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let keys = github_output_keys(&std::fs::read_to_string(&gh).unwrap());
-    assert_eq!(keys, ["cmake-args", "matrix", "env", "plan"]);
+    assert_eq!(
+        keys,
+        ["cmake-args", "configure-env", "matrix", "env", "plan"]
+    );
     sb.assert_nothing_ran("github");
 
     // preset: refused rather than written with a value CMake would expand.

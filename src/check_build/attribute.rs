@@ -964,7 +964,7 @@ pub fn condition_findings(
             out.push(
                 Finding::new(
                     &format!("quirk-{}", q.id),
-                    Level::Info,
+                    Level::Note,
                     format!("{} may apply: {}", q.id, q.title),
                     format!(
                         "{} Whether it applies depends on what is not known here: {}.",
@@ -1018,7 +1018,7 @@ fn quirk_finding(
         }
     }
     if flags.all_set && e.env.is_empty() {
-        level = Level::Info;
+        level = Level::Note;
     }
     let others: Vec<&Subject> = scene
         .subjects
@@ -1027,8 +1027,8 @@ fn quirk_finding(
         .collect();
     level = env_advice(input, q, level, (subjects, &others), &mut fix);
     // Conditions alone, for a quirk whose symptom a log would show: a note.
-    if symptom_bearing(scene.input.signatures, &q.id) && level > Level::Info {
-        level = Level::Info;
+    if symptom_bearing(scene.input.signatures, &q.id) && level > Level::Note {
+        level = Level::Note;
         reason.push_str(" Its conditions hold, but the input shows no symptom of it.");
     }
     if fix.text.is_empty() {
@@ -1190,7 +1190,7 @@ fn env_advice(
             .unwrap_or_default();
         if input.env_set.iter().any(|s| s == name) {
             fix.text.push(format!("{name} is already set here{when}"));
-            level = Level::Info;
+            level = Level::Note;
         } else {
             fix.text.push(format!(
                 "at run time: export {name}={}{when}",
@@ -1198,7 +1198,7 @@ fn env_advice(
             ));
             fix.env.push(format!("{name}={value}"));
             if e.env_when.is_some() && e.warn.is_none() {
-                level = Level::Info;
+                level = Level::Note;
             }
         }
     }

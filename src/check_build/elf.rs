@@ -518,7 +518,7 @@ pub fn findings(r: &Report) -> Vec<Finding> {
             .unwrap_or_default();
         out.push(Finding::new(
             "loads-here",
-            Level::Info,
+            Level::Note,
             "it loads here",
             format!(
                 "the program and the {} libraries it needs are found on this machine with every symbol version they need{glibc}",

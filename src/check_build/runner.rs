@@ -473,7 +473,7 @@ fn list_findings(list: &Invocation, binary: &Path, timeout: Duration) -> Option<
         if unsupported {
             findings.push(Finding::new(
                 "list-devices-unsupported",
-                Level::Info,
+                Level::Note,
                 "this build does not know --list-devices",
                 format!("`{list_cmd}` answered: {}", first_line(&list.output)),
             ));

@@ -373,7 +373,13 @@ fn print_plan(
         Format::Shell => print(&emit::shell::render(plan))?,
         Format::Json => super::print_json(&emit::json(plan))?,
         Format::Preset => super::print_json(&emit::preset::render(plan)?)?,
-        Format::Args => print(&args_lines(a, plan, &configure(a, plan))?)?,
+        Format::Args => {
+            let configure = configure(a, plan);
+            if let Some(m) = &configure.missing {
+                super::warn(m);
+            }
+            print(&args_lines(a, plan, &configure)?)?
+        }
         Format::Github => {
             // Checked before planning: present here.
             let Some(output) = github_output else {
@@ -393,8 +399,8 @@ fn print_plan(
 }
 
 /// What `--format args` and `github` add for the configure on this machine: ROCm's clang for a
-/// HIP plan, found as llama.cpp's docs find it (`$(hipconfig -l)/clang`). Not found, it is said
-/// on stderr with what to add, since CMake could otherwise pick another clang or none.
+/// HIP plan, found as llama.cpp's docs find it (`$(hipconfig -l)/clang`). Not found, a warning
+/// says what to add, since CMake could otherwise pick another clang or none.
 fn configure(a: &CmakeFlagsArgs, plan: &crate::plan::Plan) -> emit::Configure {
     if plan.backend != Backend::Hip {
         return emit::Configure::default();
@@ -413,13 +419,14 @@ fn configure(a: &CmakeFlagsArgs, plan: &crate::plan::Plan) -> emit::Configure {
     match found {
         Ok(clang) => emit::Configure {
             hip_compiler: Some(clang.display().to_string()),
+            missing: None,
         },
-        Err(why) => {
-            super::warn(&format!(
+        Err(why) => emit::Configure {
+            hip_compiler: None,
+            missing: Some(format!(
                 "no ROCm clang for the configure: {why}. llama.cpp's docs build HIP with HIPCXX=\"$(hipconfig -l)/clang\": set it where you configure, or add -DCMAKE_HIP_COMPILER=<ROCm>/llvm/bin/clang"
-            ));
-            emit::Configure::default()
-        }
+            )),
+        },
     }
 }
 

@@ -1,5 +1,6 @@
 //! `github`: step outputs (`cmake-args`, `configure-env`, `env`, `matrix`, `plan`) to `$GITHUB_OUTPUT`, a summary
-//! table to `$GITHUB_STEP_SUMMARY`, and warnings as workflow annotations on stdout.
+//! table to `$GITHUB_STEP_SUMMARY`, and annotations on stdout for errors (refusals) and warnings
+//! only: notes inform, so they are in the summary, never an annotation.
 //!
 //! Each output entry is made by [`neutral::github_line`] or [`neutral::github_block`], each piece
 //! of summary text by [`neutral::markdown`] or [`neutral::markdown_code`], each annotation by
@@ -78,7 +79,7 @@ pub fn summary(plan: &Plan) -> String {
         ));
     }
     // Every runtime note for the built binaries: the environment the plan advises, then the
-    // warnings and what may apply.
+    // warnings and the notes.
     let env: Vec<String> = plan
         .groups
         .iter()
@@ -109,7 +110,7 @@ pub fn summary(plan: &Plan) -> String {
     for (label, notes) in [
         ("Refused", &plan.refusals),
         ("Warnings", &plan.warnings),
-        ("May apply", &plan.notes),
+        ("Notes", &plan.notes),
     ] {
         if notes.is_empty() {
             continue;
@@ -163,6 +164,12 @@ pub fn write(
         annotations.push_str(&format!(
             "::warning title=gpuprobe::{}\n",
             neutral::annotation(&n.message)
+        ));
+    }
+    if let Some(m) = &configure.missing {
+        annotations.push_str(&format!(
+            "::warning title=gpuprobe configure::{}\n",
+            neutral::annotation(m)
         ));
     }
     if let Some(m) = groups_left_out_of_cmake_args(plan) {

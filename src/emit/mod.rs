@@ -21,6 +21,9 @@ pub struct Configure {
     /// ROCm's clang for a HIP plan: llama.cpp's docs configure with
     /// `HIPCXX="$(hipconfig -l)/clang"`, which `-DCMAKE_HIP_COMPILER` says to CMake directly.
     pub hip_compiler: Option<String>,
+    /// Why a HIP plan carries no compiler, and what the configure needs instead (a warning:
+    /// stderr for `args`, an annotation for `github`).
+    pub missing: Option<String>,
 }
 
 impl Configure {

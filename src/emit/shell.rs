@@ -70,7 +70,7 @@ pub fn render(plan: &Plan) -> String {
     );
     notes(&mut o, "refused", &plan.refusals);
     notes(&mut o, "warning", &plan.warnings);
-    notes(&mut o, "may apply", &plan.notes);
+    notes(&mut o, "note", &plan.notes);
     for g in &plan.groups {
         o.code("");
         o.comment("", &format!("group {}: {}", g.name, g.targets.join(", ")));
@@ -124,7 +124,7 @@ pub fn render(plan: &Plan) -> String {
                 let when = e
                     .when
                     .as_ref()
-                    .map(|w| format!(" only for {w}:"))
+                    .map(|w| format!(" when {w}:"))
                     .unwrap_or_default();
                 o.comment(
                     "",

@@ -299,7 +299,7 @@ fn amd_node_checks(h: &HostView, env: &Environment, kfd: &Kfd) -> Vec<HostCheck>
     if let Some(v) = h.read("/sys/module/amdgpu/version") {
         checks.push(HostCheck::new(
             "amdgpu-dkms",
-            CheckLevel::Info,
+            CheckLevel::Note,
             "AMD's amdgpu-dkms kernel driver is installed",
             format!(
                 "amdgpu module version {}; its pairing with the installed ROCm user space is not checked by gpuprobe (AMD supports each kernel driver with ROCm releases around its own)",
@@ -487,7 +487,7 @@ fn visibility_checks(report: &Report, out: &mut Vec<HostCheck>) {
         out.push(
             HostCheck::new(
                 "visible-devices",
-                if invalid { CheckLevel::Warning } else { CheckLevel::Info },
+                if invalid { CheckLevel::Warning } else { CheckLevel::Note },
                 if changed {
                     format!("{vars} changes which {gpu_word}s programs see")
                 } else if vars.is_empty() {
@@ -570,7 +570,7 @@ fn hip_header_checks(h: &HostView, out: &mut Vec<HostCheck>) {
     out.push(
         HostCheck::new(
             "hip-headers-shadowed",
-            if differs { CheckLevel::Warning } else { CheckLevel::Info },
+            if differs { CheckLevel::Warning } else { CheckLevel::Note },
             "a distribution's HIP headers sit in /usr/include beside a ROCm install",
             format!(
                 "{} (HIP {}) is not part of the ROCm install at {}: it comes from a distribution package (on Debian and Ubuntu libamdhip64-dev). The compiler searches /usr/include as well, so a HIP build of llama.cpp can mix headers of two HIP versions and fail to compile (llama.cpp#16320, #15196){}",
@@ -591,7 +591,7 @@ pub fn run(h: &HostView, report: &Report, amd: bool, nvidia: bool) -> Vec<HostCh
     if let Some(c) = &env.container {
         out.push(HostCheck::new(
             "container",
-            CheckLevel::Info,
+            CheckLevel::Note,
             format!("running in a container ({c})"),
             "GPUs are usable here only if the container was started with their device nodes and groups",
         ));
@@ -601,7 +601,7 @@ pub fn run(h: &HostView, report: &Report, amd: bool, nvidia: bool) -> Vec<HostCh
         out.push(
             HostCheck::new(
                 "wsl",
-                if dxg { CheckLevel::Info } else { CheckLevel::Warning },
+                if dxg { CheckLevel::Note } else { CheckLevel::Warning },
                 "running under WSL 2",
                 format!(
                     "GPUs reach WSL through /dev/dxg{}, not through /dev/kfd or /dev/nvidia*: NVIDIA's CUDA works with the Windows driver (libcuda.so from /usr/lib/wsl/lib); ROCm needs AMD's WSL runtime, and VMM reservations behave differently (quirk {})",

@@ -254,6 +254,22 @@ impl FixedIn {
     }
 }
 
+/// The severity policy for a record's `warn` text: a warning when the user must act for the
+/// build to be right; a note when it informs (what the plan did, advice for run time).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WarnLevel {
+    #[default]
+    Warning,
+    Note,
+}
+
+impl WarnLevel {
+    fn is_default(&self) -> bool {
+        *self == WarnLevel::Warning
+    }
+}
+
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Effect {
@@ -271,6 +287,9 @@ pub struct Effect {
     /// What to tell the user when the record matches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warn: Option<String>,
+    /// How `warn` is shown: a warning (the user must act) or a note (it informs).
+    #[serde(default, skip_serializing_if = "WarnLevel::is_default")]
+    pub level: WarnLevel,
     /// Runtime environment that must not be recommended in a plan this record matches (another
     /// record's advice that this one shows to be harmful); the record's `warn` says what instead.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

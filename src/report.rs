@@ -831,12 +831,25 @@ pub struct VisibleDevice {
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
+#[schemars(transform = accept_info)]
 pub enum CheckLevel {
     /// Informs; nothing to do (saved reports may say `info`, the name before 0.2).
     #[serde(alias = "info")]
     Note,
     Warning,
     Error,
+}
+
+/// Documents written before `note` was the name say `info`: still read, so still valid.
+pub fn accept_info(schema: &mut schemars::Schema) {
+    if let Some(serde_json::Value::Array(variants)) = schema.get_mut("oneOf") {
+        variants.push(serde_json::json!({
+            "const": "info",
+            "deprecated": true,
+            "description": "The earlier name of `note`: read, never written.",
+            "type": "string"
+        }));
+    }
 }
 
 impl CheckLevel {

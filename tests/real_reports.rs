@@ -172,7 +172,8 @@ struct Check {
     /// cmake-flags: the plan has build groups and none carries `-DNAME=VALUE` (for `must_not`: a
     /// plan that omits the switch its build needs describes the failing build).
     omits: Option<String>,
-    /// cmake-flags: a warning (not a "may apply" note) or refusal contains this text or quirk id.
+    /// cmake-flags: a warning, refusal or a record's own note (not a "may apply" note) contains
+    /// this text or quirk id.
     warns: Option<String>,
     /// cmake-flags: a warning, note, refusal or flag/env reason, or stderr, contains this text.
     mentions: Option<String>,
@@ -553,9 +554,13 @@ fn note_text(n: &Value) -> String {
 
 fn plan_warns(plan: &Value, want: &str) -> bool {
     let want = lower(want);
+    // A record's own text counts at either level (the severity policy makes what the plan
+    // already did a note); a "may apply" note does not.
+    let told = |n: &&Value| !str_field(n, "message").contains(" may apply: ");
     array(plan, "warnings")
         .iter()
         .chain(array(plan, "refusals"))
+        .chain(array(plan, "notes").iter().filter(told))
         .any(|n| note_text(n).contains(&want))
 }
 

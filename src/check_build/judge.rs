@@ -29,6 +29,7 @@ pub const FA_RESERVE_BUILD: u64 = 9489;
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
+#[schemars(transform = crate::report::accept_info)]
 pub enum Level {
     /// Good to know; not a problem (documents may say `info`, the name before 0.2).
     #[serde(alias = "info")]

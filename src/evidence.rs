@@ -355,7 +355,7 @@ struct Measured {
 /// here, so a stricter loader replaces this one function.
 pub fn load_document(path: &Path) -> Result<Document> {
     let shown = path.display().to_string();
-    let fix = "pass a file written by `gpuprobe detect --json` or `gpuprobe check-build --exercise --json`";
+    let fix = "pass a file written by `gpuprobe detect --json` or `gpuprobe check-build ./build --exercise --json`";
     // Regular files only, bounded (a FIFO or device is refused rather than waited on).
     let text = crate::files::read_input(path, &shown, MAX_DOCUMENT_BYTES, fix)?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::Input {
@@ -372,7 +372,7 @@ pub fn load_document(path: &Path) -> Result<Document> {
                 Error::input(
                     &shown,
                     format!("does not match the {EXERCISE_SCHEMA} schema: {e}"),
-                    "re-create it with `gpuprobe check-build --exercise --json`",
+                    "re-create it with `gpuprobe check-build ./build --exercise --json`",
                 )
             }),
         other => Err(Error::input(

@@ -527,6 +527,132 @@ fn pasted_command(line: &str) -> Option<Vec<String>> {
     Some(cmd.split_whitespace().skip(1).map(String::from).collect())
 }
 
+/// Every `gpuprobe ...` command a `fix:` or `Next:` line names: in backticks, else from
+/// `gpuprobe ` to a `#` comment, a `(` aside or the end of the clause.
+fn fix_commands(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some(at) = line.find("fix:").or_else(|| line.find("Next:")) else {
+            continue;
+        };
+        let rest = &line[at..];
+        let quoted: Vec<&str> = rest
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|q| q.starts_with("gpuprobe "))
+            .collect();
+        if !quoted.is_empty() {
+            out.extend(quoted.iter().map(|q| q.to_string()));
+        } else if let Some(g) = rest.find("gpuprobe ") {
+            let cmd = rest[g..].split(['#', '(', ';']).next().unwrap_or("").trim();
+            out.push(cmd.trim_end_matches(['.', ',']).to_string());
+        }
+    }
+    out
+}
+
+/// Every `fix:` and `Next:` line gpuprobe prints, as far as a machine without a GPU can show
+/// them (the no-GPU outputs and errors below, the snapshot corpus, the README) runs as pasted
+/// and is not refused (exit 1 or 2; exit 3 only says the command needs a GPU). The files such a command names exist in the folder it runs in, as they
+/// would for the user: `report.json` (the H200 capture), `exercise.json`, `./build` (a build
+/// folder with a FAKE llama-cli).
+#[test]
+fn every_printed_fix_and_next_step_runs_without_a_gpu() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let empty = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        root.join("tests/fixtures/nvidia-h200-driver580-e2e/detect.json"),
+        work.path().join("report.json"),
+    )
+    .unwrap();
+    std::fs::copy(
+        root.join("tests/fixtures/nvidia-h200-driver580-smoke-v2/exercise-legacy.json"),
+        work.path().join("exercise.json"),
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let bin = work.path().join("build/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        // test-backend-ops for `--exercise ./build`, which then finds no GPU here (exit 3).
+        std::fs::write(bin.join("test-backend-ops"), "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(
+            bin.join("test-backend-ops"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        let cli = bin.join("llama-cli");
+        std::fs::write(
+            &cli,
+            "#!/bin/sh\ncase \"$1\" in --version) echo 'version: 11434 (abcdef0)' >&2 ;; --list-devices) echo 'Available devices:'; echo '  (none)' ;; esac\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let no_gpu = |args: &[&str]| {
+        let out = gp()
+            .args(args)
+            .current_dir(work.path())
+            .env("GPUPROBE_SYSFS_ROOT", empty.path())
+            .env("GPUPROBE_LIBCUDA", "/nonexistent/libcuda.so.1")
+            .output()
+            .unwrap();
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let log = root.join("tests/fixtures/llama-logs/h200-b11434-sdist-version.txt");
+    let mut printed = String::new();
+    for args in [
+        vec!["detect"],
+        vec!["cmake-flags"],
+        vec!["prebuilt"],
+        vec!["workflow", "--targets", "gfx1100"],
+        vec!["check-build"],
+        vec!["check-build", "--no-probe", "--log", log.to_str().unwrap()],
+        vec!["check-build", "--no-probe", empty.path().to_str().unwrap()],
+        vec!["quirks", "record"],
+        vec!["quirks", "record", "--from", "nothing.json"],
+    ] {
+        printed.push_str(&no_gpu(&args));
+    }
+    let mut commands = fix_commands(&printed);
+    let from_output = commands.len();
+    for entry in std::fs::read_dir(root.join("tests/snapshots")).unwrap() {
+        commands.extend(fix_commands(
+            &std::fs::read_to_string(entry.unwrap().path()).unwrap(),
+        ));
+    }
+    commands.extend(fix_commands(
+        &std::fs::read_to_string(root.join("README.md")).unwrap(),
+    ));
+    commands.sort();
+    commands.dedup();
+    assert!(from_output >= 4, "too few fix commands printed:\n{printed}");
+    for c in &commands {
+        let words: Vec<&str> = c.split_whitespace().skip(1).collect();
+        let out = gp()
+            .args(&words)
+            .current_dir(work.path())
+            .env("GPUPROBE_SYSFS_ROOT", empty.path())
+            .env("GPUPROBE_LIBCUDA", "/nonexistent/libcuda.so.1")
+            .output()
+            .unwrap();
+        // Refused: bad input or usage (2) or a refused plan (1). Exit 3 is a command that
+        // needs a GPU this machine lacks, as printed for a machine with one.
+        assert!(
+            matches!(out.status.code(), Some(0 | 3)),
+            "printed `{c}` is refused (exit {:?}): {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 #[test]
 fn commands_printed_without_a_gpu_run_as_pasted() {
     // No GPU: detect's hints and cmake-flags' fix. They run here as the user would paste them,

@@ -727,13 +727,13 @@ impl Exercise {
             input: origin.to_string(),
             line: Some(e.line()),
             message: format!("not a gpuprobe exercise document: {e}"),
-            fix: "pass a file written by `gpuprobe check-build --exercise --json`".into(),
+            fix: "pass a file written by `gpuprobe check-build ./build --exercise --json`".into(),
         })?;
         if e.schema != SCHEMA {
             return Err(Error::input(
                 origin,
                 format!("schema `{}` is not {SCHEMA}", neutralise(&e.schema)),
-                "pass a file written by `gpuprobe check-build --exercise --json`",
+                "pass a file written by `gpuprobe check-build ./build --exercise --json`",
             ));
         }
         Ok(e)

@@ -255,7 +255,7 @@ fn inputs(given: &CheckBuildArgs) -> Result<CheckBuildArgs, crate::Error> {
                 return Err(crate::Error::input(
                     shown,
                     "is a file that is not executable, read as a log, and --exercise runs a build",
-                    "give the build folder (`gpuprobe check-build --exercise ./build`) or its test-backend-ops",
+                    "give the build folder (`gpuprobe check-build ./build --exercise`) or its test-backend-ops",
                 ));
             }
             a.log.insert(0, path);

@@ -152,7 +152,7 @@ fn record(
                 p,
                 &origin,
                 crate::files::MAX_INPUT_BYTES,
-                "pass a file written by `gpuprobe detect --json` or `gpuprobe check-build --exercise --json`",
+                "pass a file written by `gpuprobe detect --json` or `gpuprobe check-build ./build --exercise --json`",
             )?;
             let schema = serde_json::from_str::<serde_json::Value>(&text)
                 .ok()
@@ -175,7 +175,7 @@ fn record(
             // Saying "nothing to record" here would read as "every GPU passed".
             if !report.devices.iter().any(|d| d.source.is_runtime()) {
                 print(&format!(
-                    "nothing to record: {} on this machine, so no smoke test ran. Record a failure measured elsewhere from its document: `gpuprobe quirks record --from report.json` (a `gpuprobe detect --json` report) or `--from exercise.json` (`gpuprobe check-build --exercise --json`).\n",
+                    "nothing to record: {} on this machine, so no smoke test ran. Record a failure measured elsewhere from its document: `gpuprobe quirks record --from report.json` (a `gpuprobe detect --json` report) or `--from exercise.json` (`gpuprobe check-build ./build --exercise --json`).\n",
                     if report.devices.is_empty() {
                         "no GPU was found"
                     } else {

@@ -169,7 +169,7 @@ run() { # NAME INPUTS_JSON [BIN_DIR]
 }
 
 # 1. Targets-only, HIP, with a plan file in shell format.
-run hip '{"targets": "gfx1151,gfx120X,gfx110X", "toolchain-version": "7.2.1", "llama-ref": "b11434", "probe": "never", "install": "path", "format": "shell"}'
+run hip '{"targets": "gfx1151,gfx120X,gfx110X", "rocm": "7.2.1", "llama-ref": "b11434", "probe": "never", "install": "path", "format": "shell"}'
 check "hip: every step succeeds" 'r["ok"]'
 check "hip: cmake-args has explicit GPU_TARGETS and keeps the legacy pool on ROCm 7.2.1" '"-DGPU_TARGETS=" in r["outputs"]["cmake-args"] and "-DGGML_HIP_NO_VMM=ON" in r["outputs"]["cmake-args"] and "native" not in r["outputs"]["cmake-args"]'
 check "hip: matrix is JSON with one entry per group, each with cmake-args" 'all("cmake-args" in e for e in json.loads(r["outputs"]["matrix"])["include"]) and len(json.loads(r["outputs"]["matrix"])["include"]) >= 1'
@@ -182,8 +182,28 @@ check "hip: warnings become ::warning annotations" 'any(l.startswith("::warning"
 check "hip: format shell wrote a script" 'open(r["outputs"]["file"]).read().count("cmake") >= 1'
 check "hip: the env output is NAME=VALUE lines" 'all("=" in l for l in r["outputs"]["env"].splitlines())'
 
+check "hip: plan-file is the plan, as the deprecated report output" 'r["outputs"]["plan-file"] == r["outputs"]["report"] and json.load(open(r["outputs"]["plan-file"]))["schema"] == "gpuprobe.plan/v1"'
+check "hip: no deprecation warning for the current names" 'not any("deprecated" in s.get("stdout", "") for s in r["steps"])'
+
+# 1b. The earlier names still work, each with a warning naming the new input.
+run oldnames '{"targets": "sm_86,sm_90", "toolchain-version": "12.8", "llama-cpp-dir": "", "llama-ref": "b11434", "probe": "never", "install": "path"}'
+check "old names: toolchain-version still plans CUDA 12.8" 'r["ok"] and json.loads(r["outputs"]["plan"])["toolkit"]["version"] == "12.8"'
+check "old names: a ::warning names rocm/cuda" 'any(l.startswith("::warning") and "toolchain-version is deprecated" in l and "cuda" in l for s in r["steps"] for l in s.get("stdout", "").splitlines())'
+
+# 1c. Evidence (from), os and machine, as the CLI names them: a measured gfx1101 pass on ROCm
+#     7.14 (Linux) turns its VMM pool on; without it the legacy pool stays.
+pass_report="$root/tests/fixtures/synthetic/gfx1101-rocm7.14-linux-smoke-pass.json"
+run evidence "$("$python" -c 'import json,sys; print(json.dumps({"targets": "gfx1101", "rocm": "7.14.0", "from": sys.argv[1], "os": "linux", "llama-ref": "b11434", "probe": "never", "install": "path"}))' "$pass_report")"
+check "from: a measured pass lifts HIP VMM" 'r["ok"] and "-DGGML_HIP_NO_VMM=OFF" in r["outputs"]["cmake-args"]'
+run noevidence '{"targets": "gfx1101", "rocm": "7.14.0", "os": "linux", "llama-ref": "b11434", "probe": "never", "install": "path"}'
+check "from: without evidence the legacy pool stays" 'r["ok"] and "-DGGML_HIP_NO_VMM=ON" in r["outputs"]["cmake-args"]'
+run machine '{"machine": "gfx1201,gfx1103", "rocm": "7.14.0", "os": "windows", "llama-ref": "b11434", "probe": "never", "install": "path"}'
+check "machine and os: one build for both GPUs, planned for Windows" 'r["ok"] and "gfx1201;gfx1103" in r["outputs"]["cmake-args"] and json.loads(r["outputs"]["plan"])["os"] == "windows"'
+run bados '{"targets": "gfx1100", "os": "macos", "probe": "never", "install": "path"}'
+check "os: an unknown OS is exit 2" 'not r["ok"] and r["rc"] == 2'
+
 # 2. probe: auto on a machine without a GPU falls back to the targets; CUDA from the targets.
-run cuda '{"targets": "sm_86,sm_90", "toolchain-version": "12.8", "llama-ref": "b11434", "install": "path"}'
+run cuda '{"targets": "sm_86,sm_90", "cuda": "12.8", "llama-ref": "b11434", "install": "path"}'
 check "cuda: auto without a GPU plans from the targets" 'r["ok"] and r["outputs"]["probed"] == "false"'
 check "cuda: explicit CUDA architectures" '"-DCMAKE_CUDA_ARCHITECTURES=86;90" in r["outputs"]["cmake-args"]'
 
@@ -213,16 +233,16 @@ if [ "\$1" = detect ]; then cat '$report'; exit 0; fi
 exec '$bin' "\$@"
 SH
 chmod +x "$work/gpu-bin/gpuprobe"
-run gpu '{"targets": "gfx110X,gfx120X", "toolchain-version": "7.14.0", "llama-ref": "b11434", "install": "path"}' "$work/gpu-bin"
+run gpu '{"targets": "gfx110X,gfx120X", "rocm": "7.14.0", "llama-ref": "b11434", "install": "path"}' "$work/gpu-bin"
 check "gpu runner: declared targets win over the probed gfx1101" 'r["ok"] and "gfx1201" in r["outputs"]["cmake-args"] and "gfx1103" in r["outputs"]["cmake-args"] and r["outputs"]["probed"] == "false"'
 check "gpu runner: the probe is still reported" 'r["outputs"]["probe-report"].endswith("detect.json")'
-run gpuonly '{"backend": "hip", "toolchain-version": "7.14.0", "llama-ref": "b11434", "install": "path"}' "$work/gpu-bin"
+run gpuonly '{"backend": "hip", "rocm": "7.14.0", "llama-ref": "b11434", "install": "path"}' "$work/gpu-bin"
 check "gpu runner without targets: planned from the probe" 'r["ok"] and r["outputs"]["probed"] == "true" and "gfx1101" in r["outputs"]["cmake-args"] and "gfx1201" not in r["outputs"]["cmake-args"]'
 
 # 5. Targets whose flags agree are one build: gfx1103 (an APU with its own runtime advice) is in
 #    cmake-args with the other gfx110X (a plan that needs two builds names the targets cmake-args
 #    leaves to the matrix: tests/resolver.rs).
-run onebuild '{"targets": "gfx110X,gfx120X", "toolchain-version": "7.14.0", "llama-ref": "b11434", "probe": "never", "install": "path"}'
+run onebuild '{"targets": "gfx110X,gfx120X", "rocm": "7.14.0", "llama-ref": "b11434", "probe": "never", "install": "path"}'
 check "one build: every declared target is in cmake-args" 'r["ok"] and all(t in r["outputs"]["cmake-args"] for t in ("gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1200", "gfx1201")) and len(json.loads(r["outputs"]["matrix"])["include"]) == 1'
 check "one build: no annotation about groups left out" 'not any("cmake-args holds" in s.get("stdout", "") for s in r["steps"])'
 
@@ -247,10 +267,10 @@ cp '$bin' "\$out"
 SH
 chmod +x "$work/url-bin/curl"
 sha=$(sha256sum "$bin" | cut -d' ' -f1)
-run urlok '{"targets": "gfx1100", "toolchain-version": "7.2.1", "probe": "never", "install": "url", "binary-url": "https://example.invalid/gpuprobe", "binary-sha256": "'"$sha"'"}' "$work/url-bin"
+run urlok '{"targets": "gfx1100", "rocm": "7.2.1", "probe": "never", "install": "url", "binary-url": "https://example.invalid/gpuprobe", "binary-sha256": "'"$sha"'"}' "$work/url-bin"
 check "install url: the file with the pinned SHA-256 is the gpuprobe that plans" 'r["ok"] and "-DGPU_TARGETS=gfx1100" in r["outputs"]["cmake-args"]'
 wrong=$(printf '%s' "$sha" | tr '0-9a-f' '1-9a-f0')
-run urlbad '{"targets": "gfx1100", "toolchain-version": "7.2.1", "probe": "never", "install": "url", "binary-url": "https://example.invalid/gpuprobe", "binary-sha256": "'"$wrong"'"}' "$work/url-bin"
+run urlbad '{"targets": "gfx1100", "rocm": "7.2.1", "probe": "never", "install": "url", "binary-url": "https://example.invalid/gpuprobe", "binary-sha256": "'"$wrong"'"}' "$work/url-bin"
 check "install url: another SHA-256 fails the install, and nothing runs" 'not r["ok"] and r["failed_step"] == "install" and r["rc"] == 2 and "does not have the SHA-256 given in binary-sha256" in r["steps"][-1]["stdout"] and not __import__("os").path.exists(r["home"] + "/temp/gpuprobe-bin/gpuprobe")'
 run badprobe '{"targets": "gfx1100", "probe": "sometimes", "install": "path"}'
 check "probe: an unknown value is refused" 'not r["ok"] and r["failed_step"] == "plan" and r["rc"] == 2'

@@ -585,9 +585,15 @@ fn action_yml_is_composite_pinned_and_takes_inputs_through_env() {
     assert_eq!(doc["runs"]["using"], "composite");
     for input in [
         "targets",
+        "machine",
         "backend",
+        "rocm",
+        "cuda",
+        "from",
+        "os",
         "toolchain-version",
         "llama-ref",
+        "llama-cpp",
         "llama-cpp-dir",
         "probe",
         "format",
@@ -595,7 +601,45 @@ fn action_yml_is_composite_pinned_and_takes_inputs_through_env() {
     ] {
         assert!(doc["inputs"][input].is_object(), "input {input}");
     }
-    for output in ["cmake-args", "env", "matrix", "report"] {
+    // One naming scheme: an input that passes a CLI option has the option's name, and the
+    // earlier names say they are deprecated.
+    let help = |cmd: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpuprobe"))
+            .args([cmd, "--help"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let (plan_help, workflow_help) = (help("cmake-flags"), help("workflow"));
+    for input in [
+        "targets",
+        "machine",
+        "backend",
+        "rocm",
+        "cuda",
+        "from",
+        "os",
+        "llama-cpp",
+        "format",
+    ] {
+        assert!(
+            plan_help.contains(&format!("--{input} ")),
+            "cmake-flags has no --{input}"
+        );
+    }
+    assert!(workflow_help.contains("--llama-ref "));
+    for old in ["toolchain-version", "llama-cpp-dir"] {
+        let d = doc["inputs"][old]["description"].as_str().unwrap();
+        assert!(d.starts_with("Deprecated"), "{old}: {d}");
+    }
+    for output in [
+        "cmake-args",
+        "configure-env",
+        "env",
+        "matrix",
+        "plan-file",
+        "report",
+    ] {
         assert!(
             doc["outputs"][output]["value"].is_string(),
             "output {output}"

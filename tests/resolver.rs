@@ -1408,6 +1408,11 @@ const TABLE: &[Row] = &[
     Row { targets: "sm_90", cuda: Some("13.0"), vmm_flag: Some("OFF"), absent: &["Q15", "Q6-cuda", "Q2"], ..R },
     Row { targets: "sm_87", cuda: Some("12.6"), vmm_flag: Some("ON"), applies: &["Q15-jetson", "Q2", "Q6-cuda"], absent: &["Q15-jetson-older"], ..R },
     Row { targets: "sm_72", cuda: Some("12.6"), vmm_flag: Some("ON"), applies: &["Q15-jetson-older"], absent: &["Q15-jetson"], ..R },
+    // GB10 keeps the legacy pool (one measured report); RTX 50 warns of the bogus shared-memory limit.
+    Row { targets: "sm_121", cuda: Some("13.0"), vmm_flag: Some("ON"), applies: &["Q15-gb10", "Q2"], absent: &["Q15-jetson", "Q39"], ..R },
+    Row { targets: "sm_120", cuda: Some("13.2"), vmm_flag: Some("OFF"), applies: &["Q39", "Q16"], absent: &["Q15-gb10"], ..R },
+    Row { targets: "sm_120", cuda: Some("13.3"), os: Win, vmm_flag: Some("OFF"), applies: &["Q39", "Q15-windows"], ..R },
+    Row { targets: "sm_89", cuda: Some("13.2"), vmm_flag: Some("OFF"), absent: &["Q39", "Q15-gb10"], ..R },
     Row { targets: "sm_89,sm_89", machine: true, cuda: Some("12.8"), build: 8700, vmm_flag: Some("OFF"), applies: &["Q37"], ..R },
     Row { targets: "sm_89,sm_89", machine: true, cuda: Some("12.8"), build: 9007, vmm_flag: Some("OFF"), absent: &["Q37"], ..R },
     Row { targets: "sm_89", cuda: Some("12.8"), os: Win, vmm_flag: Some("OFF"), applies: &["Q15-windows"], ..R },

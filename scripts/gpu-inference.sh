@@ -9,7 +9,12 @@
 #   GPUPROBE_BIN check-build --exercise inference --build-dir BUILD --json
 #     --output OUTDIR/inference-PHASE.json --model-mib MODEL_MIB --budget BUDGET_S
 # (human output in OUTDIR/inference-PHASE.txt, the build log's tail in OUTDIR/build-PHASE.log) and
-# prints the time of each step. MODEL_MIB defaults to 256, BUDGET_S (no run starts after it) to 150.
+# prints the time of each step. MODEL_MIB defaults to 256, BUDGET_S (no run starts after it) to 150;
+# GPUPROBE_EXERCISE_ARGS adds arguments (to both runs); PROBE_FLAG=--no-probe skips gpuprobe's own probe
+# (the documents then lack the architecture and runtime); TARGETS replaces the programs built. Then, unless MEMORY_CTX=0, a memory run of its own: one
+# configuration (base) with a MEMORY_MIB (default 1024) model and a MEMORY_CTX-token (default 32768)
+# context sampled with flash attention and a q8_0 KV cache, into OUTDIR/memory-PHASE.{json,txt}: a
+# context long enough that a pool keeping every size it allocated shows against one that reuses.
 # Exit status: the exercise's (0 all passed, 1 a configuration failed), or 3 when the build failed.
 set -euo pipefail
 
@@ -54,8 +59,8 @@ if ! { cmake -S "$src" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DGGML
         -DCMAKE_CUDA_ARCHITECTURES="$arch" "${vmm_flag[@]}" -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF \
         -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
         >"$outdir/build-$phase.log" 2>&1 \
-    && step "building llama-perplexity llama-bench llama-quantize test-backend-ops" \
-    && cmake --build "$build" --target llama-perplexity llama-bench llama-quantize test-backend-ops \
+    && step "building ${TARGETS:=llama-perplexity llama-bench llama-quantize test-backend-ops}" \
+    && cmake --build "$build" --target $TARGETS \
         -j "$jobs" >>"$outdir/build-$phase.log" 2>&1; }; then
     tail -n 40 "$outdir/build-$phase.log"
     step "build failed"
@@ -64,15 +69,35 @@ fi
 tail -n 200 "$outdir/build-$phase.log" > "$outdir/build-$phase.log.tail" && mv "$outdir/build-$phase.log.tail" "$outdir/build-$phase.log"
 step "built"
 
+step "the build's own device list"
+"$build/bin/llama-perplexity" --list-devices > "$outdir/list-devices-$phase.txt" 2>&1 || true
+cat "$outdir/list-devices-$phase.txt"
 step "check-build --exercise inference (model $mib MiB, budget $budget s)"
 set +e
-"$gp" check-build --exercise inference --build-dir "$build" --no-probe --model-mib "$mib" \
+"$gp" check-build --exercise inference --build-dir "$build" ${PROBE_FLAG:-} --model-mib "$mib" \
     --budget "$budget" --exercise-timeout 120 --memory-context 16384 --work-dir "$work/inference-$phase" \
-    --output "$outdir/inference-$phase.json" >"$outdir/inference-$phase.txt" 2>"$outdir/inference-$phase.err"
+    --output "$outdir/inference-$phase.json" ${GPUPROBE_EXERCISE_ARGS:-} >"$outdir/inference-$phase.txt" 2>"$outdir/inference-$phase.err"
 rc=$?
 set -e
 cat "$outdir/inference-$phase.txt"
 tail -n 5 "$outdir/inference-$phase.err"
 step "exercise exit $rc"
 rm -rf "$work/inference-$phase"
+memory_ctx=${MEMORY_CTX:-32768}
+if [ "$memory_ctx" != 0 ]; then
+    memory_mib=${MEMORY_MIB:-1024}
+    step "memory run (model $memory_mib MiB, context $memory_ctx)"
+    set +e
+    "$gp" check-build --exercise inference --build-dir "$build" ${PROBE_FLAG:-} --model-mib "$memory_mib" \
+        --configs base --budget 60 --exercise-timeout 240 --memory-context "$memory_ctx" \
+        --work-dir "$work/memory-$phase" --output "$outdir/memory-$phase.json" ${GPUPROBE_EXERCISE_ARGS:-} \
+        >"$outdir/memory-$phase.txt" 2>"$outdir/memory-$phase.err"
+    mrc=$?
+    set -e
+    cat "$outdir/memory-$phase.txt"
+    tail -n 5 "$outdir/memory-$phase.err"
+    step "memory run exit $mrc"
+    rm -rf "$work/memory-$phase"
+    [ "$rc" != 0 ] || rc=$mrc
+fi
 exit "$rc"

@@ -3,7 +3,9 @@
 //!
 //! Levels, weakest to strongest: `attribute` (the device says VMM is supported) < `smoke`
 //! (gpuprobe's smoke test passed: a `detect --json` report) < `workload` (a VMM build of
-//! llama.cpp passed a real workload: a `check-build --exercise --json` document). Documents come
+//! llama.cpp passed its operator tests: a `check-build --exercise --json` document) <
+//! `inference` (a VMM build ran a whole model in every configuration, agreeing with the CPU:
+//! a `check-build --exercise inference --output` document). Documents come
 //! from `--from` (files, or directories of `*.json`) and from the measured records shipped in
 //! `profiles/measured.toml` (real captures only). A failure on record for the same key keeps the
 //! legacy pool whatever passed elsewhere.
@@ -19,6 +21,9 @@ use crate::report::{Backend, Report, SmokeOutcome};
 use crate::version::Version;
 
 pub const EXERCISE_SCHEMA: &str = "gpuprobe.exercise/v1";
+/// What `check-build --exercise inference` writes (the same name as `inference::SCHEMA`, which
+/// this module does not import: the inference exercise depends on the evidence, not the reverse).
+pub const INFERENCE_SCHEMA: &str = "gpuprobe.inference/v1";
 pub const BUNDLED_MEASURED: &str = include_str!("../profiles/measured.toml");
 
 /// Most documents one `--from` may bring in (a directory of a fleet's reports counts each file).
@@ -32,6 +37,7 @@ pub enum Level {
     Attribute,
     Smoke,
     Workload,
+    Inference,
 }
 
 impl Level {
@@ -40,6 +46,7 @@ impl Level {
             Level::Attribute => "attribute",
             Level::Smoke => "smoke",
             Level::Workload => "workload",
+            Level::Inference => "inference",
         }
     }
 }
@@ -168,6 +175,72 @@ impl Evidence {
         match doc {
             Document::Report(r) => self.add_report(r, origin),
             Document::Exercise(e) => self.add_exercise(e, origin),
+            Document::Inference(i) => self.add_inference(i, origin),
+        }
+    }
+
+    /// Inference evidence per device of an inference document: on a VMM build, every run on the
+    /// device agreeing with the CPU (and the memory run passing) is a pass; a run that hung,
+    /// crashed or faulted the GPU is a measured failure. Output that differs from the CPU is
+    /// neither: it is a finding about a configuration (graphs, a split, a KV type), not proof
+    /// about the pool, and it keeps the device from counting as a pass.
+    pub fn add_inference(&mut self, doc: &InferenceEvidence, origin: &str) {
+        if doc.build.vmm != Some(true) {
+            return;
+        }
+        let backend = match doc.build.backend.as_str() {
+            "cuda" => Backend::Cuda,
+            "hip" => Backend::Hip,
+            _ => return,
+        };
+        let os = Os::from_host(&doc.host.os);
+        let series = doc.runtime_version.as_deref().and_then(series_of);
+        let runs: Vec<&InferenceRun> = doc
+            .configurations
+            .iter()
+            .chain(doc.memory.iter().map(|m| &m.run))
+            .collect();
+        for d in &doc.build.devices {
+            let Some(arch) = d.arch.as_deref().filter(|a| crate::report::arch_known(a)) else {
+                continue;
+            };
+            let mine: Vec<_> = runs
+                .iter()
+                .filter(|r| r.devices.contains(&d.device))
+                .collect();
+            let broke = mine.iter().find(|r| {
+                matches!(r.outcome.as_str(), "hang" | "crash") || !r.kernel_faults.is_empty()
+            });
+            let passed = mine.iter().filter(|r| r.outcome == "pass").count();
+            let all_pass = passed > 0
+                && mine
+                    .iter()
+                    .all(|r| matches!(r.outcome.as_str(), "pass" | "unsupported" | "not-run"));
+            let (verdict, detail) = match broke {
+                Some(r) => (
+                    Verdict::Fail,
+                    format!("llama.cpp inference run `{}` {}", r.name, r.outcome),
+                ),
+                None if all_pass => (
+                    Verdict::Pass,
+                    format!("llama.cpp inference pass ({passed} runs agreeing with the CPU)"),
+                ),
+                None => continue,
+            };
+            let detail = match doc.build.build {
+                Some(b) => format!("{detail}, build {b}"),
+                None => detail,
+            };
+            self.records.push(Record {
+                arch: bare_arch(arch),
+                backend,
+                series: series.clone(),
+                os,
+                level: Level::Inference,
+                verdict,
+                origin: format!("{origin} device {}", d.device),
+                detail,
+            });
         }
     }
 
@@ -291,6 +364,7 @@ pub fn series_of(text: &str) -> Option<Version> {
 pub enum Document {
     Report(Report),
     Exercise(Exercise),
+    Inference(InferenceEvidence),
 }
 
 /// The part of a `gpuprobe.exercise/v1` document (written by `check-build --exercise --json`)
@@ -329,6 +403,52 @@ pub struct ExerciseDevice {
     pub ops: Vec<String>,
 }
 
+/// The part of a `gpuprobe.inference/v1` document that is evidence; other fields are ignored.
+#[derive(Debug, Clone, Deserialize)]
+pub struct InferenceEvidence {
+    pub schema: String,
+    pub host: ExerciseHost,
+    pub build: InferenceBuild,
+    #[serde(default)]
+    pub runtime_version: Option<String>,
+    #[serde(default)]
+    pub configurations: Vec<InferenceRun>,
+    #[serde(default)]
+    pub memory: Option<InferenceMemory>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct InferenceBuild {
+    #[serde(default)]
+    pub build: Option<u64>,
+    pub backend: String,
+    #[serde(default)]
+    pub vmm: Option<bool>,
+    pub devices: Vec<InferenceDevice>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct InferenceDevice {
+    pub device: String,
+    #[serde(default)]
+    pub arch: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct InferenceRun {
+    pub name: String,
+    pub devices: Vec<String>,
+    /// `pass`, `fail`, `hang`, `crash`, `error`, `unsupported`, `not-run`.
+    pub outcome: String,
+    #[serde(default)]
+    pub kernel_faults: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct InferenceMemory {
+    pub run: InferenceRun,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct MeasuredFile {
@@ -355,7 +475,7 @@ struct Measured {
 /// here, so a stricter loader replaces this one function.
 pub fn load_document(path: &Path) -> Result<Document> {
     let shown = path.display().to_string();
-    let fix = "pass a file written by `gpuprobe detect --json` or `gpuprobe check-build ./build --exercise --json`";
+    let fix = "pass a file written by `gpuprobe detect --json`, `gpuprobe check-build ./build --exercise --json` or `gpuprobe check-build ./build --exercise inference --output FILE`";
     // Regular files only, bounded (a FIFO or device is refused rather than waited on).
     let text = crate::files::read_input(path, &shown, MAX_DOCUMENT_BYTES, fix)?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::Input {
@@ -375,10 +495,19 @@ pub fn load_document(path: &Path) -> Result<Document> {
                     "re-create it with `gpuprobe check-build ./build --exercise --json`",
                 )
             }),
+        INFERENCE_SCHEMA => serde_json::from_value(value)
+            .map(Document::Inference)
+            .map_err(|e| {
+                Error::input(
+                    &shown,
+                    format!("does not match the {INFERENCE_SCHEMA} schema: {e}"),
+                    "re-create it with `gpuprobe check-build --exercise inference --output FILE`",
+                )
+            }),
         other => Err(Error::input(
             &shown,
             format!(
-                "schema is `{other}`: this gpuprobe reads `{}` and `{EXERCISE_SCHEMA}`",
+                "schema is `{other}`: this gpuprobe reads `{}`, `{EXERCISE_SCHEMA}` and `{INFERENCE_SCHEMA}`",
                 crate::report::SCHEMA
             ),
             fix,

@@ -14,6 +14,12 @@ use serde_json::Value;
 const LEMONADE: &str = "gfx1151,gfx1150,gfx120X,gfx110X,gfx103X,gfx90a,gfx908";
 const SMOKE_GFX1101: &str = "tests/fixtures/synthetic/gfx1101-rocm7.14-linux-smoke-pass.json";
 const EXERCISE_GFX1201: &str = "tests/fixtures/synthetic/gfx1201-rocm7.14-linux-exercise-pass.json";
+const INFERENCE_GFX1201: &str =
+    "tests/fixtures/synthetic-inference/gfx1201-rocm7.14-linux-inference-pass.json";
+const INFERENCE_HANG_GFX1201: &str =
+    "tests/fixtures/synthetic-inference/gfx1201-rocm7.14-linux-inference-hang.json";
+const LEGACY_9007_MEMORY: &str =
+    "tests/fixtures/nvidia-h200-driver580-inference-9007/memory-legacy.json";
 
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = common::gpuprobe()
@@ -238,9 +244,10 @@ fn the_workflow_header_regenerates_with_the_evidence() {
 }
 
 #[test]
-fn a_workload_document_lifts_gfx12_and_a_directory_counts() {
+fn a_workload_document_is_not_enough_for_gfx12_and_a_directory_counts() {
     let p = plan(&["--targets", "gfx1201,gfx1101", "--rocm", "7.14.0"]);
     assert!(groups(&p).iter().all(|(_, vmm)| !vmm), "{p:#}");
+    // Q21 asks gfx12 for an inference pass; the operator tests' pass does not lift it.
     let p = plan(&[
         "--targets",
         "gfx1201,gfx1101",
@@ -251,12 +258,9 @@ fn a_workload_document_lifts_gfx12_and_a_directory_counts() {
     ]);
     assert_eq!(
         groups(&p),
-        vec![
-            (vec!["gfx1201".into()], true),
-            (vec!["gfx1101".into()], false)
-        ]
+        vec![(vec!["gfx1201".into(), "gfx1101".into()], false)]
     );
-    // A directory: both synthetic documents.
+    // A directory: both synthetic documents; only the smoke pass on gfx1101 lifts anything.
     let p = plan(&[
         "--targets",
         "gfx1201,gfx1101,gfx90a",
@@ -268,11 +272,11 @@ fn a_workload_document_lifts_gfx12_and_a_directory_counts() {
     assert_eq!(
         groups(&p),
         vec![
-            (vec!["gfx1201".into(), "gfx1101".into()], true),
-            (vec!["gfx90a".into()], false)
+            (vec!["gfx1201".into(), "gfx90a".into()], false),
+            (vec!["gfx1101".into()], true)
         ]
     );
-    let lift = p["groups"][1]["flags"]
+    let lift = p["groups"][0]["flags"]
         .as_array()
         .unwrap()
         .iter()
@@ -381,6 +385,11 @@ fn quirks_show_names_the_evidence_and_the_fix() {
     let (code, out, _) = run(&["quirks", "show", "Q21"]);
     assert_eq!(code, 0);
     assert!(
+        out.contains("evidence that lifts it: an inference pass"),
+        "{out}"
+    );
+    let (_, out, _) = run(&["quirks", "show", "Q23"]);
+    assert!(
         out.contains("evidence that lifts it: a workload pass"),
         "{out}"
     );
@@ -454,7 +463,161 @@ fn shipped_measured_records_match_their_captures() {
                 );
                 assert!(text.contains("E2E OK (vmm)"), "{origin}");
             }
+            gpuprobe::evidence::Level::Inference => {
+                let doc = gpuprobe::evidence::load_document(&path).unwrap();
+                let mut from_capture = gpuprobe::evidence::Evidence::default();
+                from_capture.add(&doc, origin);
+                let key = gpuprobe::evidence::Key {
+                    arch: &r.arch,
+                    backend: r.backend,
+                    series: r.series.as_ref(),
+                    os: r.os,
+                };
+                assert!(
+                    from_capture
+                        .find(&key)
+                        .best_pass
+                        .is_some_and(|p| p.level == r.level),
+                    "{origin} does not show an inference pass for {}",
+                    r.arch
+                );
+            }
             gpuprobe::evidence::Level::Attribute => {}
         }
     }
+}
+
+/// The NO_VMM flag of the group holding `arch`.
+fn hip_flag(p: &Value, arch: &str) -> Value {
+    p["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["targets"].as_array().unwrap().iter().any(|t| t == arch))
+        .unwrap()["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "GGML_HIP_NO_VMM")
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn an_inference_pass_lifts_what_operator_tests_cannot_and_a_hang_keeps_the_legacy_pool() {
+    // Q5 (gfx12 hung on the first real request) asks for a whole model run: the operator tests'
+    // pass is not enough, and the lift says what is.
+    let p = plan(&[
+        "--targets",
+        "gfx1201",
+        "--rocm",
+        "7.14.0",
+        "--from",
+        EXERCISE_GFX1201,
+    ]);
+    let f = hip_flag(&p, "gfx1201");
+    assert_eq!(f["value"], "ON", "{f:#}");
+    let lift = f["lift"].as_str().unwrap_or_default();
+    assert!(lift.contains("--exercise inference"), "{lift}");
+    // An inference pass on the same architecture, ROCm series and OS lifts it.
+    let p = plan(&[
+        "--targets",
+        "gfx1201",
+        "--rocm",
+        "7.14.0",
+        "--from",
+        INFERENCE_GFX1201,
+    ]);
+    let f = hip_flag(&p, "gfx1201");
+    assert_eq!(f["value"], "OFF", "{f:#}");
+    // Not on another series.
+    let p = plan(&[
+        "--targets",
+        "gfx1201",
+        "--rocm",
+        "7.2.0",
+        "--from",
+        INFERENCE_GFX1201,
+    ]);
+    assert_eq!(hip_flag(&p, "gfx1201")["value"], "ON");
+    // A hang on record keeps the legacy pool whatever passed.
+    let p = plan(&[
+        "--targets",
+        "gfx1201",
+        "--rocm",
+        "7.14.0",
+        "--from",
+        INFERENCE_GFX1201,
+        "--from",
+        INFERENCE_HANG_GFX1201,
+    ]);
+    let f = hip_flag(&p, "gfx1201");
+    assert_eq!(f["value"], "ON", "{f:#}");
+    assert!(
+        f.to_string().contains("inference run"),
+        "the reason names the measured hang: {f:#}"
+    );
+}
+
+#[test]
+fn a_broken_inference_document_is_refused_naming_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("inference.json");
+    std::fs::write(
+        &bad,
+        r#"{"schema": "gpuprobe.inference/v1", "build": {"backend": "hip"}}"#,
+    )
+    .unwrap();
+    let (code, _, err) = run(&[
+        "cmake-flags",
+        "--targets",
+        "gfx1201",
+        "--rocm",
+        "7.14.0",
+        "--from",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("inference.json") && err.contains("gpuprobe.inference/v1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn quirks_record_turns_a_measured_hoarding_pool_into_a_warning_and_a_hang_into_a_deny() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("local.toml");
+    let (code, out, err) = run(&[
+        "quirks",
+        "record",
+        "--from",
+        LEGACY_9007_MEMORY,
+        "--file",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("LOCAL-sm_90-inference-memory"), "{text}");
+    assert!(
+        text.contains("3072 MiB"),
+        "the measured number is kept: {text}"
+    );
+    assert!(
+        !text.contains("vmm = "),
+        "a legacy-pool build's memory says nothing against VMM: {text}"
+    );
+    let (code, out, err) = run(&[
+        "quirks",
+        "record",
+        "--from",
+        INFERENCE_HANG_GFX1201,
+        "--file",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("LOCAL-gfx1201-inference-hang"), "{text}");
+    assert!(text.contains("vmm = \"deny\""), "{text}");
+    assert!(text.contains("runtime = \"7.14:7.14\""), "{text}");
 }

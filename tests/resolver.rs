@@ -479,14 +479,14 @@ fn q3_offset_mapping_needs_a_smoke_pass_on_every_rocm_from_7_0() {
 }
 
 #[test]
-fn q4_q21_gfx12_needs_a_workload_pass_a_smoke_pass_is_not_enough() {
+fn q4_q21_gfx12_needs_an_inference_pass_a_smoke_or_workload_pass_is_not_enough() {
     let p = Case::new("gfx1201").rocm("7.2.1").plan();
     let q = flag_quirks(&p, "gfx1201", "GGML_HIP_NO_VMM");
     assert!(
         q.contains(&"Q4".to_string()) && q.contains(&"Q21".to_string()),
         "{q:?}"
     );
-    // This machine's smoke test passed: still the legacy pool (Q21 needs a real workload).
+    // This machine's smoke test passed: still the legacy pool (Q21 needs a whole model run).
     let r = report(
         vec![device(0, Backend::Hip, "gfx1201", SmokeOutcome::Pass, None)],
         Some("7.2.26015"),
@@ -495,20 +495,23 @@ fn q4_q21_gfx12_needs_a_workload_pass_a_smoke_pass_is_not_enough() {
     let f = p.groups[0].flag("GGML_HIP_NO_VMM").unwrap();
     assert_eq!(f.value, "ON", "{}", f.reason);
     assert!(
-        f.lift.as_deref().unwrap().contains("--exercise"),
+        f.lift.as_deref().unwrap().contains("--exercise inference"),
         "{:?}",
         f.lift
     );
-    // A workload pass on the same series and OS lifts it.
-    let mut ev = Evidence::default();
-    ev.records.push(record(
-        "gfx1201",
-        "7.2",
-        Os::Linux,
-        Level::Workload,
-        Verdict::Pass,
-    ));
-    let p = plan_measured_with(&r, ev);
+    // The operator tests passing on the same series and OS is not enough either.
+    let pass = |level| {
+        let mut ev = Evidence::default();
+        ev.records
+            .push(record("gfx1201", "7.2", Os::Linux, level, Verdict::Pass));
+        plan_measured_with(&r, ev)
+    };
+    assert_eq!(
+        flag(&pass(Level::Workload), "gfx1201", "GGML_HIP_NO_VMM").as_deref(),
+        Some("ON")
+    );
+    // An inference pass on the same series and OS lifts it.
+    let p = pass(Level::Inference);
     assert_eq!(
         flag(&p, "gfx1201", "GGML_HIP_NO_VMM").as_deref(),
         Some("OFF"),
@@ -1092,7 +1095,13 @@ fn contested_q5_never_has_an_effect() {
     assert!(q5.contested);
     let p = Case::new("gfx1201")
         .rocm("7.14.0")
-        .evidence("gfx1201", "7.14", Os::Linux, Level::Workload, Verdict::Pass)
+        .evidence(
+            "gfx1201",
+            "7.14",
+            Os::Linux,
+            Level::Inference,
+            Verdict::Pass,
+        )
         .plan();
     assert_eq!(
         flag(&p, "gfx1201", "GGML_HIP_NO_VMM").as_deref(),
@@ -1355,7 +1364,7 @@ const R: Row = Row {
     no_peer: false,
 };
 
-use Level::{Smoke as S, Workload as W};
+use Level::{Inference as I, Smoke as S, Workload as W};
 use Os::{Linux as L, Windows as Win};
 use Verdict::{Fail as F, Pass as P};
 
@@ -1373,12 +1382,13 @@ const TABLE: &[Row] = &[
     Row { targets: "gfx1100", rocm: Some("7.2.1"), vmm_flag: Some("ON"), applies: &["Q3", "Q6"], ..R },
     Row { targets: "gfx1030", rocm: Some("6.4.3"), evidence: &[("gfx1030", "6.4", L, W, P)], vmm_flag: Some("OFF"), ..R },
     Row { targets: "gfx942", rocm: Some("6.2"), vmm_flag: Some("ON"), applies: &["Q22"], absent: &["Q3"], ..R },
-    // gfx12: Q4 needs a smoke pass, Q21 a workload pass.
+    // gfx12: Q4 needs a smoke pass, Q21 an inference pass (a workload pass is not enough).
     Row { targets: "gfx1201", rocm: Some("7.2.1"), evidence: &[("gfx1201", "7.2", L, S, P)], vmm_flag: Some("ON"), applies: &["Q3", "Q4", "Q21"], ..R },
-    Row { targets: "gfx1201", rocm: Some("7.2.1"), evidence: &[("gfx1201", "7.2", L, W, P)], vmm_flag: Some("OFF"), applies: &["Q3", "Q4", "Q21"], ..R },
+    Row { targets: "gfx1201", rocm: Some("7.2.1"), evidence: &[("gfx1201", "7.2", L, W, P)], vmm_flag: Some("ON"), applies: &["Q3", "Q4", "Q21"], ..R },
+    Row { targets: "gfx1201", rocm: Some("7.2.1"), evidence: &[("gfx1201", "7.2", L, I, P)], vmm_flag: Some("OFF"), applies: &["Q3", "Q4", "Q21"], ..R },
     Row { targets: "gfx1200", rocm: Some("7.13.0a20260515"), vmm_flag: Some("ON"), applies: &["Q3", "Q4", "Q21"], ..R },
     Row { targets: "gfx1201", rocm: Some("7.14.0"), evidence: &[("gfx1201", "7.14", L, S, P)], vmm_flag: Some("ON"), applies: &["Q3", "Q4", "Q21", "Q33", "Q34"], ..R },
-    Row { targets: "gfx1201", rocm: Some("7.14.0"), evidence: &[("gfx1201", "7.14", L, W, P)], vmm_flag: Some("OFF"), applies: &["Q4", "Q21"], ..R },
+    Row { targets: "gfx1201", rocm: Some("7.14.0"), evidence: &[("gfx1201", "7.14", L, I, P)], vmm_flag: Some("OFF"), applies: &["Q4", "Q21"], ..R },
     Row { targets: "gfx1201", rocm: Some("7.14.0"), os: Win, evidence: &[("gfx1201", "7.14", Win, W, P)], vmm_flag: Some("OFF"), applies: &["Q23", "Q18"], absent: &["Q21", "Q4", "Q34"], ..R },
     Row { targets: "gfx1151", rocm: Some("7.14.0"), os: Win, evidence: &[("gfx1151", "7.14", Win, S, P)], vmm_flag: Some("ON"), applies: &["Q23", "Q18"], absent: &["Q11", "Q10"], ..R },
     // Build eras of the HIP VMM switch.

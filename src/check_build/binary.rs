@@ -138,6 +138,7 @@ pub fn build_next_to(tbo: &Path, timeout: Duration) -> Option<u64> {
         "llama-completion",
         "llama-server",
         "llama-bench",
+        "llama-perplexity",
     ]
     .iter()
     .map(|n| dir.join(n))

@@ -283,7 +283,7 @@ fn declared_devices<'a>(
         .iter()
         .filter_map(|(_, d)| match d {
             Document::Report(r) => Some(r),
-            Document::Exercise(_) => None,
+            Document::Exercise(_) | Document::Inference(_) => None,
         })
         .collect();
     let mut fleet_os: Option<Os> = None;

@@ -30,6 +30,19 @@ fn secs(flag: &str, v: f64) -> Result<Duration, crate::Error> {
 pub fn run(a: &CheckBuildArgs, k: &Knowledge, saved: Option<&Report>) -> Result<i32> {
     let timeout = secs("--exercise-timeout", a.exercise_timeout)?;
     let budget = secs("--budget", a.budget)?;
+    // The probe gives each device its architecture and the runtime version, without which the
+    // document is no evidence about any GPU (as for `--exercise ops`).
+    let probed: Option<Report> = if saved.is_none() && !a.no_probe && a.devices.is_empty() {
+        crate::neutral::eprintln(
+            "gpuprobe: probing this machine's GPUs for their architectures and runtime...",
+        );
+        Some(crate::probe::detect(&super::detect::probe_options(
+            &a.probe,
+        )?))
+    } else {
+        None
+    };
+    let saved = saved.or(probed.as_ref());
     for c in &a.configs {
         if !crate::inference::configs::KEYS.contains(&c.as_str()) {
             return Err(crate::Error::input(
@@ -64,6 +77,7 @@ pub fn run(a: &CheckBuildArgs, k: &Knowledge, saved: Option<&Report>) -> Result<
         &[],
         Duration::from_secs(60),
         None,
+        &[],
     );
     let facts = crate::check_build::parse::parse(&listed.output);
     let known = |dev: &str| {
@@ -131,7 +145,16 @@ pub fn run(a: &CheckBuildArgs, k: &Knowledge, saved: Option<&Report>) -> Result<
     } else {
         "cpu"
     };
-    let vmm = facts.devices.iter().find_map(|d| d.vmm);
+    // The build's own device lines say whether the pool is compiled in; builds that print none
+    // (11434's --list-devices) are read from their build folder's cache.
+    let vmm = facts
+        .devices
+        .iter()
+        .find_map(|d| d.vmm)
+        .or_else(|| run::vmm_from_cache(&programs.dir, backend));
+    let llama_build = a.llama_build.or(facts.version.build).or_else(|| {
+        crate::check_build::binary::build_next_to(&programs.perplexity, Duration::from_secs(30))
+    });
     let nvidia_smi = which::which("nvidia-smi").ok();
     let sampler: Box<dyn Sampler> = match (backend, nvidia_smi) {
         ("cuda", Some(p)) => Box::new(NvidiaSmi { program: p }),
@@ -166,7 +189,7 @@ pub fn run(a: &CheckBuildArgs, k: &Knowledge, saved: Option<&Report>) -> Result<
         devices,
         backend: backend.into(),
         vmm,
-        llama_build: a.llama_build,
+        llama_build,
         runtime_version: saved
             .and_then(|m| m.devices.iter().find_map(|d| d.runtime_version.clone())),
         model: match &a.model {

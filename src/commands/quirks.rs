@@ -152,23 +152,27 @@ fn record(
                 p,
                 &origin,
                 crate::files::MAX_INPUT_BYTES,
-                "pass a file written by `gpuprobe detect --json` or `gpuprobe check-build ./build --exercise --json`",
+                "pass a file written by `gpuprobe detect --json`, `gpuprobe check-build ./build --exercise --json` or `gpuprobe check-build ./build --exercise inference --output FILE`",
             )?;
             let schema = serde_json::from_str::<serde_json::Value>(&text)
                 .ok()
                 .and_then(|v| v.get("schema").and_then(|s| s.as_str()).map(str::to_string));
             if schema.as_deref() == Some(crate::inference::SCHEMA) {
-                return Err(crate::Error::input(
-                    origin,
-                    format!(
-                        "is a `check-build --exercise inference` document ({}), which quirks record does not read",
-                        crate::inference::SCHEMA
-                    ),
-                    "record from a test-backend-ops run instead: `gpuprobe check-build --exercise ops --json --output exercise.json`, then `gpuprobe quirks record --from exercise.json`",
-                )
-                .into());
+                let doc: crate::inference::Inference =
+                    serde_json::from_str(&text).map_err(|e| {
+                        crate::Error::input(
+                            &origin,
+                            format!(
+                                "does not match the {} schema: {e}",
+                                crate::inference::SCHEMA
+                            ),
+                            "re-create it with `gpuprobe check-build --exercise inference --output FILE`",
+                        )
+                    })?;
+                crate::inference::records::records(&doc)
+            } else {
+                crate::check_build::exercise::records_of_document(&text, &origin)?
             }
-            crate::check_build::exercise::records_of_document(&text, &origin)?
         }
         None => {
             let report = crate::probe::detect(&super::detect::probe_options(probe)?);
@@ -229,7 +233,8 @@ fn lifted_by(q: &crate::quirks::Quirk) -> String {
     match q.effect.vmm.map(|v| v.lifted_by()) {
         None => "not a VMM record (it does not keep the legacy pool)".into(),
         Some(None) => "none: it keeps the legacy pool wherever it matches".into(),
-        Some(Some(Level::Workload)) => "a workload pass: a VMM build of llama.cpp passing `gpuprobe check-build --exercise` on the same architecture, runtime series (major.minor) and OS".into(),
+        Some(Some(Level::Workload)) => "a workload pass: a VMM build of llama.cpp passing `gpuprobe check-build --exercise` (or, stronger, `--exercise inference`) on the same architecture, runtime series (major.minor) and OS".into(),
+        Some(Some(Level::Inference)) => "an inference pass: a VMM build of llama.cpp passing `gpuprobe check-build --exercise inference` on the same architecture, runtime series (major.minor) and OS".into(),
         Some(Some(level)) => format!(
             "a {} pass: `gpuprobe detect` (its smoke test) passing on the same architecture, runtime series (major.minor) and OS",
             level.as_str()

@@ -17,6 +17,7 @@ pub mod kld;
 pub mod memory;
 pub mod model;
 pub mod process;
+pub mod records;
 pub mod run;
 pub mod thresholds;
 
@@ -150,6 +151,24 @@ pub struct RunResult {
     pub avoid: Option<String>,
 }
 
+/// What the pool took while computing, against what flash attention needs at that context.
+fn pool_line(c: &CurveSummary) -> String {
+    match (c.before_compute_mib, c.pool_growth_mib) {
+        (Some(before), Some(growth)) => format!(
+            "  memory before computing {before:.0} MiB, taken while computing {growth:.0} MiB{}{}\n",
+            c.fa_scratch_mib
+                .map(|f| format!(" (flash attention's f16 K+V at this context: {f:.0} MiB)"))
+                .unwrap_or_default(),
+            if c.hoards {
+                " (keeps every size it allocated)"
+            } else {
+                ""
+            }
+        ),
+        _ => String::new(),
+    }
+}
+
 /// The memory of one long-context run over time.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct MemoryResult {
@@ -202,7 +221,7 @@ impl Inference {
         if let Some(m) = &self.memory {
             s.push_str(&line(&m.run));
             match &m.summary {
-                Some(c) => s.push_str(&format!(
+                Some(c) => s.push_str(&(format!(
                     "  memory ({}), context {} x {} passes: peak {:.0} MiB, first pass {:.0} MiB, {:.0} MiB more after it{}\n",
                     m.sampler,
                     m.context,
@@ -211,7 +230,7 @@ impl Inference {
                     c.first_pass_peak_mib,
                     c.growth_after_first_pass_mib,
                     if c.keeps_growing { " (keeps growing)" } else { "" }
-                )),
+                ) + &pool_line(c))),
                 None => s.push_str(&format!("  memory ({}): no reading\n", m.sampler)),
             }
             if !m.points.is_empty() {

@@ -24,6 +24,9 @@ pub struct Ran {
     pub elapsed_ms: u64,
     pub output: String,
     pub samples: Vec<Sample>,
+    /// For each mark asked for, the time of the first reading at which the output held it (only
+    /// while memory is sampled): where a phase of the run began or ended, on the curve's clock.
+    pub marks_ms: Vec<Option<u64>>,
 }
 
 impl Ran {
@@ -50,14 +53,19 @@ fn temp(kind: &str) -> PathBuf {
     ))
 }
 
+/// The most of the output searched for marks at each reading: the lines that mark phases come
+/// early or are short, and a run that prints more is not held up by rereading it.
+const MARK_SCAN: u64 = 4 << 20;
+
 /// Runs `program args` with `env` added, under `timeout`; samples its memory every `every` with
-/// `sampler` when one is given.
+/// `sampler` when one is given, noting when each of `marks` first shows in its output.
 pub fn run(
     program: &Path,
     args: &[String],
     env: &[(String, String)],
     timeout: Duration,
     sampler: Option<(&dyn Sampler, Duration)>,
+    marks: &[&str],
 ) -> Ran {
     let out = temp("out");
     let pidf = temp("pid");
@@ -70,6 +78,7 @@ pub fn run(
         elapsed_ms: 0,
         output: String::new(),
         samples: Vec::new(),
+        marks_ms: vec![None; marks.len()],
     };
     if let Err(e) = std::fs::OpenOptions::new()
         .write(true)
@@ -91,12 +100,14 @@ pub fn run(
     }
     let started = Instant::now();
     let stop = AtomicBool::new(false);
-    let (outcome, samples) = std::thread::scope(|s| {
+    let (outcome, samples, marks_ms) = std::thread::scope(|s| {
         let handle = sampler.map(|(sampler, every)| {
             let stop = &stop;
             let pidf = &pidf;
+            let out = &out;
             s.spawn(move || {
                 let mut samples = Vec::new();
+                let mut marks_ms: Vec<Option<u64>> = vec![None; marks.len()];
                 let mut pid: Option<u32> = None;
                 while !stop.load(Ordering::Relaxed) {
                     if pid.is_none() {
@@ -107,27 +118,31 @@ pub fn run(
                     if let Some(p) = pid
                         && let Some(bytes) = sampler.sample(p)
                     {
-                        samples.push(Sample {
-                            t_ms: started.elapsed().as_millis() as u64,
-                            bytes,
-                        });
+                        let t_ms = started.elapsed().as_millis() as u64;
+                        samples.push(Sample { t_ms, bytes });
+                        note_marks(out, marks, &mut marks_ms, t_ms);
                     }
                     // Short runs end within one interval: poll quickly until the first reading,
-                    // so even those leave a point on the curve.
+                    // so even those leave a point on the curve, and until the first mark, so
+                    // the set-up before it is read (a small model loads within 250 ms).
                     let wait = if samples.is_empty() {
                         every.min(Duration::from_millis(10))
+                    } else if marks_ms.first().is_some_and(Option::is_none) {
+                        every.min(Duration::from_millis(50))
                     } else {
                         every
                     };
                     std::thread::sleep(wait);
                 }
-                samples
+                (samples, marks_ms)
             })
         });
         let outcome = orchestrator::run(cmd, timeout);
         stop.store(true, Ordering::Relaxed);
-        let samples = handle.and_then(|h| h.join().ok()).unwrap_or_default();
-        (outcome, samples)
+        let (samples, marks_ms) = handle
+            .and_then(|h| h.join().ok())
+            .unwrap_or_else(|| (Vec::new(), vec![None; marks.len()]));
+        (outcome, samples, marks_ms)
     });
     let elapsed = started.elapsed();
     let mut output = String::new();
@@ -179,6 +194,27 @@ pub fn run(
         elapsed_ms: elapsed.as_millis() as u64,
         output,
         samples,
+        marks_ms,
+    }
+}
+
+/// Sets the time of each mark not yet seen that the output now holds.
+fn note_marks(out: &Path, marks: &[&str], seen: &mut [Option<u64>], t_ms: u64) {
+    if seen.iter().all(Option::is_some) {
+        return;
+    }
+    let Ok(f) = std::fs::File::open(out) else {
+        return;
+    };
+    let mut bytes = Vec::new();
+    if f.take(MARK_SCAN).read_to_end(&mut bytes).is_err() {
+        return;
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    for (mark, at) in marks.iter().zip(seen.iter_mut()) {
+        if at.is_none() && text.contains(mark) {
+            *at = Some(t_ms);
+        }
     }
 }
 
@@ -197,8 +233,30 @@ mod tests {
             &[],
             Duration::from_secs(10),
             Some((&HostRss, Duration::from_millis(250))),
+            &[],
         );
         assert_eq!(ran.exit_code, Some(0), "{}", ran.status);
         assert!(!ran.samples.is_empty(), "no reading of a 0.15 s run");
+    }
+
+    #[test]
+    fn marks_are_timed_on_the_curve_clock() {
+        let sh = Path::new("/bin/sh");
+        let ran = run(
+            sh,
+            &[
+                "-c".to_string(),
+                "echo loading; sleep 0.4; echo computing; sleep 0.4".to_string(),
+            ],
+            &[],
+            Duration::from_secs(10),
+            Some((&HostRss, Duration::from_millis(50))),
+            &["computing", "loading", "never printed"],
+        );
+        assert_eq!(ran.exit_code, Some(0), "{}", ran.status);
+        let loading = ran.marks_ms[1].expect("loading was printed");
+        let computing = ran.marks_ms[0].expect("computing was printed");
+        assert!(computing >= loading + 300, "{loading} ms, {computing} ms");
+        assert_eq!(ran.marks_ms[2], None);
     }
 }

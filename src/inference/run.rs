@@ -70,6 +70,42 @@ pub fn locate(binary: Option<&Path>, build_dir: Option<&Path>) -> Result<Program
     }
 }
 
+/// What the build folder's `CMakeCache.txt` says of the VMM pool for `backend` (`cuda`, `hip`):
+/// compiled in (`GGML_CUDA_NO_VMM` / `GGML_HIP_NO_VMM` OFF) or out (ON). `None` when the cache
+/// is not there or does not name the option (a build older than the option, or another
+/// backend).
+pub fn vmm_from_cache(programs_dir: &Path, backend: &str) -> Option<bool> {
+    let option = match backend {
+        "cuda" => "GGML_CUDA_NO_VMM",
+        "hip" => "GGML_HIP_NO_VMM",
+        _ => return None,
+    };
+    // The programs live in BUILD/bin; the cache in BUILD.
+    let cache = [
+        programs_dir.join("CMakeCache.txt"),
+        programs_dir.parent()?.join("CMakeCache.txt"),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())?;
+    let bytes = crate::files::read_bytes(&cache, 8 << 20).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    cache_bool(&text, option).map(|no_vmm| !no_vmm)
+}
+
+/// A BOOL entry of a CMake cache (`NAME:BOOL=ON`), read as CMake reads truth.
+fn cache_bool(text: &str, name: &str) -> Option<bool> {
+    text.lines().find_map(|l| {
+        let (key, value) = l.split_once('=')?;
+        let (k, _ty) = key.split_once(':')?;
+        (k == name).then(|| {
+            matches!(
+                value.trim().to_ascii_uppercase().as_str(),
+                "ON" | "1" | "TRUE" | "YES" | "Y"
+            )
+        })
+    })
+}
+
 /// Which model to run.
 #[derive(Debug, Clone)]
 pub enum ModelSource {
@@ -153,6 +189,7 @@ impl Runner<'_> {
         args: &[String],
         env: &[(String, String)],
         sampler: Option<(&dyn Sampler, Duration)>,
+        marks: &[&str],
     ) -> (Ran, std::result::Result<Vec<String>, String>) {
         let before = self
             .plan
@@ -165,6 +202,7 @@ impl Runner<'_> {
             env,
             self.plan.timeout,
             sampler,
+            marks,
         );
         let after = self
             .plan
@@ -336,6 +374,7 @@ pub fn run(plan: &Plan<'_>) -> Result<Inference> {
         &[],
         Duration::from_secs(30),
         None,
+        &[],
     )
     .output;
 
@@ -394,7 +433,7 @@ pub fn run(plan: &Plan<'_>) -> Result<Inference> {
             continue;
         }
         runner.say(&format!("running {}...", r.name()));
-        let (ran, faults) = runner.perplexity(&args, &env, None);
+        let (ran, faults) = runner.perplexity(&args, &env, None, &[]);
         if ended(&mut res, &ran, faults) {
             res.perplexity = kld::perplexity(&ran.output);
             if file.is_file() {
@@ -429,7 +468,7 @@ pub fn run(plan: &Plan<'_>) -> Result<Inference> {
                 continue;
             }
             runner.say(&format!("running {what}..."));
-            let (ran, faults) = runner.perplexity(&args, &env, None);
+            let (ran, faults) = runner.perplexity(&args, &env, None, &[]);
             if ended(&mut res, &ran, faults) {
                 match kld::parse(&ran.output) {
                     Some(d) => {
@@ -511,6 +550,19 @@ pub fn run(plan: &Plan<'_>) -> Result<Inference> {
             "{}: memory kept growing after the first pass over a {}-token context ({:.0} MiB at its end, {:.0} MiB peak): a long session with flash attention and a q8_0 KV cache can run out of memory on this build",
             m.run.name, m.context, s.first_pass_peak_mib, s.peak_mib
         ));
+    } else if let Some(m) = &memory
+        && let Some(s) = &m.summary
+        && s.hoards
+    {
+        findings.push(format!(
+            "{}: the memory pool kept {:.0} MiB over a {}-token context ({:.0} MiB before computing, {:.0} MiB peak), where reusing memory needs about {:.0} MiB for flash attention's f16 copy of a quantized KV cache: this build's pool keeps every size it allocated, so long contexts with flash attention and a quantized KV cache can run out of memory; a build with the VMM pool, or llama.cpp 9489 or later, does not keep them",
+            m.run.name,
+            s.pool_growth_mib.unwrap_or(0.0),
+            m.context,
+            s.before_compute_mib.unwrap_or(0.0),
+            s.peak_mib,
+            s.fa_scratch_mib.unwrap_or(0.0)
+        ));
     }
 
     Ok(Inference {
@@ -578,7 +630,7 @@ fn run_config(
     args.extend(["--kl-divergence-base".into(), base.display().to_string()]);
     args.push("--kl-divergence".into());
     runner.say(&format!("running {}...", c.name));
-    let (ran, faults) = runner.perplexity(&args, &c.env, None);
+    let (ran, faults) = runner.perplexity(&args, &c.env, None, &[]);
     if ended(&mut res, &ran, faults) {
         match kld::parse(&ran.output) {
             Some(d) => {
@@ -667,7 +719,12 @@ fn run_memory(
         res.reason = "the time budget ran out".into();
     } else {
         runner.say(&format!("running {name} (memory sampled)..."));
-        let (ran, faults) = runner.perplexity(&args, &[], Some((sampler, plan.sample_every)));
+        let (ran, faults) = runner.perplexity(
+            &args,
+            &[],
+            Some((sampler, plan.sample_every)),
+            &[COMPUTE_STARTS, FIRST_PASS_ENDS],
+        );
         if ended(&mut res, &ran, faults) {
             res.perplexity = kld::perplexity(&ran.output);
             res.outcome = if res.kernel_faults.is_empty() {
@@ -676,24 +733,43 @@ fn run_memory(
                 Outcome::Fail
             };
         }
-        // The first pass ends `passes - 1` passes before the end (perplexity prints the time of
-        // one pass after the first).
+        // perplexity prints the time of a pass when the first one ends; when that line was not
+        // caught, the first pass ends `passes - 1` passes before the end.
         let per_pass_ms = seconds_per_pass(&ran.output).map(|s| (s * 1000.0) as u64);
         let end = ran.samples.last().map(|s| s.t_ms).unwrap_or(0);
-        let first_end = per_pass_ms
-            .map(|p| end.saturating_sub(p * u64::from(passes - 1)))
-            .unwrap_or(end / u64::from(passes));
-        summary = super::memory::summarise(&ran.samples, first_end);
+        let first_end = ran.marks_ms.get(1).copied().flatten().unwrap_or_else(|| {
+            per_pass_ms
+                .map(|p| end.saturating_sub(p * u64::from(passes - 1)))
+                .unwrap_or(end / u64::from(passes))
+        });
+        let phases = super::memory::Phases {
+            compute_start_ms: ran.marks_ms.first().copied().flatten(),
+            first_pass_end_ms: first_end,
+            setup_bytes: super::memory::setup_bytes(&ran.output, &device.device),
+        };
+        let scratch = crate::gguf::read_header(m)
+            .ok()
+            .and_then(|h| super::memory::fa_scratch_for(&h, ctx));
+        summary = super::memory::summarise(&ran.samples, phases, scratch);
         points = ran.samples;
         if let Some(s) = &summary
-            && s.keeps_growing
             && res.outcome == Outcome::Pass
         {
-            res.outcome = Outcome::Fail;
-            res.reason = format!(
-                "memory grew by {:.0} MiB after the first pass",
-                s.growth_after_first_pass_mib
-            );
+            if s.keeps_growing {
+                res.outcome = Outcome::Fail;
+                res.reason = format!(
+                    "memory grew by {:.0} MiB after the first pass",
+                    s.growth_after_first_pass_mib
+                );
+            } else if s.hoards {
+                res.outcome = Outcome::Fail;
+                res.reason = format!(
+                    "the memory pool took {:.0} MiB while computing, {:.1} times the {:.0} MiB flash attention needs at this context",
+                    s.pool_growth_mib.unwrap_or(0.0),
+                    s.pool_growth_mib.unwrap_or(0.0) / s.fa_scratch_mib.unwrap_or(1.0).max(1.0),
+                    s.fa_scratch_mib.unwrap_or(0.0)
+                );
+            }
         }
     }
     if plan.verbose {
@@ -709,6 +785,12 @@ fn run_memory(
     })
 }
 
+/// Printed before the first chunk is computed, after the model, KV cache and compute buffers are
+/// set up (llama.cpp 4500-11434 alike).
+const COMPUTE_STARTS: &str = "calculating perplexity over";
+/// Printed when the first chunk ends.
+const FIRST_PASS_ENDS: &str = " seconds per pass";
+
 /// `perplexity: 1.23 seconds per pass - ETA ...`
 fn seconds_per_pass(output: &str) -> Option<f64> {
     output.lines().find_map(|l| {
@@ -720,6 +802,22 @@ fn seconds_per_pass(output: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pool_a_build_folder_compiled_in_is_read_from_its_cache() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).expect("bin");
+        assert_eq!(vmm_from_cache(&bin, "cuda"), None);
+        std::fs::write(
+            dir.path().join("CMakeCache.txt"),
+            "//No VMM\nGGML_CUDA_NO_VMM:BOOL=ON\nGGML_HIP_NO_VMM:BOOL=OFF\n",
+        )
+        .expect("cache");
+        assert_eq!(vmm_from_cache(&bin, "cuda"), Some(false));
+        assert_eq!(vmm_from_cache(&bin, "hip"), Some(true));
+        assert_eq!(vmm_from_cache(&bin, "cpu"), None);
+    }
 
     #[test]
     fn the_time_of_a_pass_is_read() {

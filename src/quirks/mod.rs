@@ -185,6 +185,10 @@ pub enum VmmEffect {
     /// Keep the legacy pool unless a VMM build of llama.cpp passed a real workload for this
     /// architecture, runtime series and OS (`check-build --exercise`).
     DenyUnlessWorkloadPass,
+    /// Keep the legacy pool unless a VMM build of llama.cpp ran a whole model in every
+    /// configuration, agreeing with the CPU, for this architecture, runtime series and OS
+    /// (`check-build --exercise inference`): for failures that operator tests cannot reach.
+    DenyUnlessInferencePass,
 }
 
 impl VmmEffect {
@@ -194,6 +198,7 @@ impl VmmEffect {
             VmmEffect::Deny => None,
             VmmEffect::DenyUnlessSmokePass => Some(Level::Smoke),
             VmmEffect::DenyUnlessWorkloadPass => Some(Level::Workload),
+            VmmEffect::DenyUnlessInferencePass => Some(Level::Inference),
         }
     }
 
@@ -202,6 +207,7 @@ impl VmmEffect {
             VmmEffect::Deny => "deny",
             VmmEffect::DenyUnlessSmokePass => "deny-unless-smoke-pass",
             VmmEffect::DenyUnlessWorkloadPass => "deny-unless-workload-pass",
+            VmmEffect::DenyUnlessInferencePass => "deny-unless-inference-pass",
         }
     }
 }
@@ -599,7 +605,7 @@ fn check_extrapolated(q: &Quirk) -> std::result::Result<(), (String, &'static st
                 "quirk `{}` is extrapolated but denies VMM outright or refuses the plan",
                 q.id
             ),
-            "an inferred scope may warn or use deny-unless-smoke-pass / deny-unless-workload-pass; split the seen part into its own record for a deny",
+            "an inferred scope may warn or use deny-unless-smoke-pass / deny-unless-workload-pass / deny-unless-inference-pass; split the seen part into its own record for a deny",
         ));
     }
     if q.confidence > Confidence::Medium {

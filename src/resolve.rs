@@ -1121,7 +1121,7 @@ fn lift_command(needed: Level, flag: &str, kit: &str, series: &Version, os: Os) 
             "{where_}, build llama.cpp with -D{flag}=OFF and run `gpuprobe check-build --binary build/bin/test-backend-ops --exercise --json > exercise.json`, then plan with `--from exercise.json`"
         ),
         Level::Inference => format!(
-            "{where_}, build llama.cpp with -D{flag}=OFF and run `gpuprobe check-build --build-dir build --exercise inference --output inference.json`, then plan with `--from inference.json`"
+            "{where_}, build llama.cpp with -D{flag}=OFF and run `gpuprobe check-build ./build --exercise inference --output inference.json`, then plan with `--from inference.json`"
         ),
         _ => format!(
             "{where_}, run `gpuprobe detect --json > detect.json`, then plan with `--from detect.json` (a directory of such reports counts too)"

@@ -583,13 +583,17 @@ fn every_printed_fix_and_next_step_runs_without_a_gpu() {
             std::fs::Permissions::from_mode(0o755),
         )
         .unwrap();
-        let cli = bin.join("llama-cli");
-        std::fs::write(
-            &cli,
-            "#!/bin/sh\ncase \"$1\" in --version) echo 'version: 11434 (abcdef0)' >&2 ;; --list-devices) echo 'Available devices:'; echo '  (none)' ;; esac\n",
-        )
-        .unwrap();
-        std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // llama-cli for `check-build ./build`, llama-perplexity for `--exercise inference`: both
+        // list no device here (the inference exercise then exits 3).
+        for name in ["llama-cli", "llama-perplexity"] {
+            let prog = bin.join(name);
+            std::fs::write(
+                &prog,
+                "#!/bin/sh\ncase \"$1\" in --version) echo 'version: 11434 (abcdef0)' >&2 ;; --list-devices) echo 'Available devices:'; echo '  (none)' ;; esac\n",
+            )
+            .unwrap();
+            std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
     }
     let no_gpu = |args: &[&str]| {
         let out = gp()

@@ -204,7 +204,8 @@ pub fn table(r: &Report) -> String {
         );
     } else {
         o.push_str(
-            "\nNext: gpuprobe cmake-flags >> build.sh   (or --explain to see every decision)\n",
+            "\nNext: gpuprobe cmake-flags >> build.sh   (or --explain to see every decision)\n\
+             Then, once built: gpuprobe check-build ./build --exercise inference   (runs a model on each GPU against the CPU and measures the memory pool: evidence for --from)\n",
         );
     }
     o

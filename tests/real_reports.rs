@@ -109,6 +109,13 @@ struct Resolution {
 struct Expect {
     /// The score recorded for the current gpuprobe: the test fails if the case does worse.
     status: Score,
+    /// `heldout`: the expectations were written before gpuprobe was run on the case, and
+    /// `first_status` is the score of that first run, before any change made for the case.
+    #[serde(default)]
+    split: Option<Split>,
+    /// The score at the first run of a held-out case; it never changes afterwards.
+    #[serde(default)]
+    first_status: Option<Score>,
     /// The expected verdict in words: what a right answer says.
     verdict: String,
     /// What gpuprobe still lacks for a right answer, when status is not `right`.
@@ -120,6 +127,14 @@ struct Expect {
     must: Vec<Check>,
     #[serde(default)]
     must_not: Vec<Check>,
+}
+
+/// Which part of the suite a case belongs to. Cases without a split were written while (or after)
+/// the records they exercise were, so they measure recall; held-out cases measure generalisation.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
+#[serde(rename_all = "lowercase")]
+enum Split {
+    Heldout,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
@@ -338,6 +353,21 @@ fn validate(id: &str, dir: &Path, c: &Case, proposals: &str) -> Vec<String> {
     }
     if c.expect.status == Score::Right && c.expect.gap.is_some() {
         e.push("a case scored right has nothing missing: drop expect.gap".into());
+    }
+    match (c.expect.split, c.expect.first_status) {
+        (Some(Split::Heldout), None) => e.push(
+            "a held-out case records the score of its first run (expect.first_status)".into(),
+        ),
+        (None, Some(_)) => e.push(
+            "expect.first_status belongs to held-out cases (split = \"heldout\")".into(),
+        ),
+        // A case that now scores worse than at its first run has regressed: the status says so,
+        // and the comparison with the recorded status fails the test.
+        (Some(Split::Heldout), Some(first)) if c.expect.status < first => e.push(format!(
+            "status {} is below the first run's {first}: a recorded status is never lowered",
+            c.expect.status
+        )),
+        _ => {}
     }
     let uses_log = c
         .expect
@@ -776,11 +806,40 @@ fn totals(statuses: &[(String, &Case, Score)]) -> String {
     )
 }
 
+/// The held-out split: its score at the first run of each case and now.
+fn heldout_totals(statuses: &[(String, &Case, Score)]) -> String {
+    let held: Vec<(Score, Score)> = statuses
+        .iter()
+        .filter(|(_, c, _)| c.expect.split == Some(Split::Heldout))
+        .map(|(_, c, s)| (c.expect.first_status.unwrap_or(Score::Silent), *s))
+        .collect();
+    let count = |pick: &dyn Fn(&(Score, Score)) -> Score, s: Score| {
+        held.iter().filter(|p| pick(p) == s).count()
+    };
+    let line = |pick: &dyn Fn(&(Score, Score)) -> Score| {
+        format!(
+            "{} right, {} partly, {} silent, {} harmful",
+            count(pick, Score::Right),
+            count(pick, Score::Partly),
+            count(pick, Score::Silent),
+            count(pick, Score::Harmful)
+        )
+    };
+    format!(
+        "{} held-out cases (expectations written before the first run): first run {}; now **{}**.",
+        held.len(),
+        line(&|p| p.0),
+        line(&|p| p.1),
+    )
+}
+
 fn suite_table(statuses: &[(String, &Case, Score)]) -> String {
     let mut t = String::new();
     t.push_str(BEGIN);
     t.push('\n');
     t.push_str(&totals(statuses));
+    t.push_str("\n\n");
+    t.push_str(&heldout_totals(statuses));
     t.push_str(
         "\n\n| case | source | class | kind | status | needs |\n|---|---|---|---|---|---|\n",
     );
@@ -796,8 +855,12 @@ fn suite_table(statuses: &[(String, &Case, Score)]) -> String {
         } else {
             c.expect.proposals.join(", ")
         };
+        let status = match (c.expect.split, c.expect.first_status) {
+            (Some(Split::Heldout), Some(first)) => format!("{s} (held out, first {first})"),
+            _ => s.to_string(),
+        };
         t.push_str(&format!(
-            "| [{id}]({id}/case.toml) | [{source}]({}) | {} | {} {} | {s} | {needs} |\n",
+            "| [{id}]({id}/case.toml) | [{source}]({}) | {} | {} {} | {status} | {needs} |\n",
             c.url,
             c.class.replace('|', "/"),
             match c.vendor {
@@ -816,8 +879,9 @@ fn suite_table(statuses: &[(String, &Case, Score)]) -> String {
 
 fn project_summary(statuses: &[(String, &Case, Score)]) -> String {
     format!(
-        "{BEGIN}\n{} Per case: [tests/real-reports/README.md](tests/real-reports/README.md).\n{END}",
-        totals(statuses)
+        "{BEGIN}\n{}\n{} Per case: [tests/real-reports/README.md](tests/real-reports/README.md).\n{END}",
+        totals(statuses),
+        heldout_totals(statuses)
     )
 }
 
@@ -1177,4 +1241,58 @@ fn rows_without_a_case_match_the_lines_their_sources_quote() {
         );
         assert_eq!(out.exit, Some(1), "{id}");
     }
+}
+
+/// A held-out case without the score of its first run is refused, and so is a first run recorded
+/// on a case outside the split or a status below the first run's.
+#[test]
+fn held_out_cases_carry_their_first_score() {
+    let case = |expect: &str| -> Case {
+        toml::from_str(&format!(
+            r#"
+title = "t"
+url = "https://example.org/1"
+date = "2026-01-01"
+project = "p"
+kind = "run"
+vendor = "amd"
+class = "c"
+[facts]
+gpus = ["g"]
+archs = ["gfx1100"]
+[resolution]
+confirmed = false
+by = "none"
+text = "x"
+[expect]
+verdict = "v"
+{expect}
+[[expect.must]]
+cmd = "cmake-flags"
+why = "w"
+warns = "Q1"
+"#
+        ))
+        .expect("test case parses")
+    };
+    let errors = |expect: &str| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        validate("x", dir.path(), &case(expect), "")
+    };
+    assert!(errors("status = \"right\"").is_empty());
+    assert!(
+        errors("status = \"right\"\nsplit = \"heldout\"\nfirst_status = \"silent\"").is_empty()
+    );
+    let missing = errors("status = \"right\"\nsplit = \"heldout\"");
+    assert!(
+        missing.iter().any(|e| e.contains("first_status")),
+        "{missing:?}"
+    );
+    let stray = errors("status = \"right\"\nfirst_status = \"right\"");
+    assert!(stray.iter().any(|e| e.contains("held-out")), "{stray:?}");
+    let lowered = errors(
+        "status = \"partly\"\ngap = \"g\"\nsplit = \"heldout\"\nfirst_status = \"right\"",
+    );
+    assert!(lowered.iter().any(|e| e.contains("never lowered")), "{lowered:?}");
+    assert!(toml::from_str::<Case>("split = \"later\"").is_err());
 }

@@ -114,7 +114,7 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
     let kernel = report
         .and_then(|r| r.host.kernel.as_deref())
         .and_then(Version::of_kernel);
-    let (multi_gpu, igpu_with_dgpu) = machine_traits(k, mode, &units, report, backend);
+    let (multi_gpu, igpu_with_dgpu, mixed_archs) = machine_traits(k, mode, &units, report, backend);
     let peer_problem = report.map(|r| {
         r.peers
             .iter()
@@ -130,6 +130,7 @@ pub fn resolve(k: &Knowledge, req: &Request<'_>) -> Result<Plan, crate::Error> {
         kernel,
         multi_gpu,
         igpu_with_dgpu,
+        mixed_archs,
         peer_problem,
         evidence: evidence_for(req, report, mode),
         vmm_switch: vmm_switch(k, req, backend),
@@ -185,6 +186,8 @@ struct Scope<'a> {
     kernel: Option<Version>,
     multi_gpu: Option<bool>,
     igpu_with_dgpu: Option<bool>,
+    /// The GPUs used together are of more than one architecture.
+    mixed_archs: Option<bool>,
     peer_problem: Option<bool>,
     evidence: Evidence,
     vmm_switch: VmmSwitch,
@@ -212,6 +215,7 @@ fn plan_unit(s: &Scope<'_>, u: &Unit<'_>, acc: &mut PlanNotes) -> Planned {
         apu: u.apu,
         multi_gpu: s.multi_gpu,
         igpu_with_dgpu: s.igpu_with_dgpu,
+        mixed_archs: s.mixed_archs,
         vmm_build: None,
         uma: None,
         peer_problem: s.peer_problem,
@@ -632,20 +636,22 @@ fn machine_traits(
     units: &[Unit<'_>],
     report: Option<&Report>,
     backend: Backend,
-) -> (Option<bool>, Option<bool>) {
+) -> (Option<bool>, Option<bool>, Option<bool>) {
     if let Some(r) = report {
         let ds: Vec<&Device> = r.devices.iter().filter(|d| d.backend == backend).collect();
         let igpu = ds.iter().any(|d| d.integrated == Some(true))
             && ds.iter().any(|d| d.integrated == Some(false));
-        return (Some(ds.len() > 1), Some(igpu));
+        let mixed = ds.iter().any(|d| d.arch != ds[0].arch);
+        return (Some(ds.len() > 1), Some(igpu), Some(mixed));
     }
     if mode != Mode::Machine {
-        return (None, None);
+        return (None, None, None);
     }
     let count: usize = units.iter().map(|u| u.count).sum();
     let apu = |u: &Unit<'_>| k.targets.get(&u.arch).is_some_and(|t| t.apu);
     let igpu = units.iter().any(apu) && units.iter().any(|u| !apu(u));
-    (Some(count > 1), Some(igpu))
+    let mixed = units.iter().any(|u| u.arch != units[0].arch);
+    (Some(count > 1), Some(igpu), Some(mixed))
 }
 
 /// How a build turns the VMM pool on or off.

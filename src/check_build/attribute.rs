@@ -47,6 +47,8 @@ pub struct Scene<'a> {
     pub multi_gpu: Option<bool>,
     pub run_quotes: Vec<Quote>,
     pub igpu_with_dgpu: Option<bool>,
+    /// The devices the log shows are of more than one architecture (unknown below two).
+    pub mixed_archs: Option<bool>,
     pub peer_problem: Option<bool>,
     pub uma: bool,
     /// The build is at least / at most this (a flush line proves 8863 or later, the old OOM
@@ -70,6 +72,7 @@ impl Scene<'_> {
             apu: s.apu,
             multi_gpu: self.multi_gpu,
             igpu_with_dgpu: self.igpu_with_dgpu,
+            mixed_archs: self.mixed_archs,
             vmm_build: vmm,
             uma: Some(self.uma),
             peer_problem: self.peer_problem,
@@ -313,6 +316,13 @@ fn quirk_effect_fix(
 ) {
     let mut want = Vec::new();
     for q in quirks {
+        // A record without flags or environment gives its advice in words (a command-line
+        // option, another runtime).
+        if q.effect.set.is_empty() && q.effect.env.is_empty() {
+            if let Some(w) = &q.effect.warn {
+                fix.text.push(w.clone());
+            }
+        }
         for (name, value) in &q.effect.set {
             want.push(format!("-D{name}={value}"));
         }
@@ -683,7 +693,12 @@ fn symptom_fix(
     let mut kinds: Vec<(FixKind, Vec<&Quirk>)> = Vec::new();
     for (q, f, _) in chosen.iter() {
         let kind = f.unwrap_or(spec.fix);
-        match kinds.iter_mut().find(|(k, _)| *k == kind) {
+        // A quirk's own effect is that quirk's alone: another quirk's flags or environment must
+        // not be offered under its name.
+        match kinds
+            .iter_mut()
+            .find(|(k, _)| *k == kind && kind != FixKind::Quirk)
+        {
             Some((_, qs)) => qs.push(*q),
             None => kinds.push((kind, vec![*q])),
         }

@@ -841,6 +841,11 @@ fn scene_of<'a>(
                 Some(apus.contains(&Some(true)) && apus.contains(&Some(false)))
             }
         },
+        mixed_archs: if subjects.len() > 1 {
+            Some(subjects.iter().any(|s| s.arch != subjects[0].arch))
+        } else {
+            None
+        },
         peer_problem: machine.map(|r| {
             r.peers
                 .iter()

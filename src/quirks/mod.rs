@@ -156,6 +156,9 @@ pub struct Match {
     /// An integrated GPU is visible next to a discrete one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub igpu_with_dgpu: Option<bool>,
+    /// The GPUs of this vendor used together are of more than one architecture.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mixed_archs: Option<bool>,
     /// The build has VMM compiled in (`true`) or uses the legacy pool (`false`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vmm_build: Option<bool>,

@@ -160,6 +160,15 @@ const ROWS: &[Row] = &[
     row("Q7-linux-kernel", m("gfx906"), L, Some("6.3"), B, Absent),
     row(
         "Q7-linux-kernel",
+        m("gfx900,gfx900"),
+        L,
+        Some("6.3.2"),
+        B,
+        Applies,
+    ),
+    row("Q7-linux-kernel", m("gfx900"), L, Some("6.3.2"), B, Absent),
+    row(
+        "Q7-linux-kernel",
         m("gfx1030,gfx1030"),
         L,
         Some("6.3"),
@@ -314,6 +323,21 @@ const ROWS: &[Row] = &[
     row("Q38", m("gfx1201,gfx1201"), L, Some("7.2"), B, Applies),
     row("Q38", m("gfx1201"), L, Some("7.2"), B, Absent),
     row("Q38", m("gfx1100,gfx1100"), W, Some("7.1"), B, Absent),
+    row("Q38", m("gfx906,gfx906"), L, Some("7.2.4"), 10088, Applies),
+    // Q39: rocBLAS in one process over GPUs of two architectures (Linux, no fixed release named).
+    row(
+        "Q39",
+        m("gfx908,gfx908,gfx1030"),
+        L,
+        Some("7.1.0"),
+        B,
+        Applies,
+    ),
+    row("Q39", m("gfx1201,gfx1100"), L, Some("7.2.1"), B, Applies),
+    row("Q39", m("gfx1201,gfx1201"), L, Some("7.2.1"), B, Absent),
+    row("Q39", m("gfx1201"), L, Some("7.2.1"), B, Absent),
+    row("Q39", t("gfx1201,gfx1100"), L, Some("7.2.1"), B, Possible),
+    row("Q39", m("gfx1201,gfx1100"), W, Some("7.1"), B, Absent),
 ];
 
 fn report(arch: &str, count: u32, apu: bool, kernel: Option<&str>, rocm: &str) -> Report {

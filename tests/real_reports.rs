@@ -358,9 +358,9 @@ fn validate(id: &str, dir: &Path, c: &Case, proposals: &str) -> Vec<String> {
         (Some(Split::Heldout), None) => e.push(
             "a held-out case records the score of its first run (expect.first_status)".into(),
         ),
-        (None, Some(_)) => e.push(
-            "expect.first_status belongs to held-out cases (split = \"heldout\")".into(),
-        ),
+        (None, Some(_)) => {
+            e.push("expect.first_status belongs to held-out cases (split = \"heldout\")".into())
+        }
         // A case that now scores worse than at its first run has regressed: the status says so,
         // and the comparison with the recorded status fails the test.
         (Some(Split::Heldout), Some(first)) if c.expect.status < first => e.push(format!(
@@ -1290,9 +1290,11 @@ warns = "Q1"
     );
     let stray = errors("status = \"right\"\nfirst_status = \"right\"");
     assert!(stray.iter().any(|e| e.contains("held-out")), "{stray:?}");
-    let lowered = errors(
-        "status = \"partly\"\ngap = \"g\"\nsplit = \"heldout\"\nfirst_status = \"right\"",
+    let lowered =
+        errors("status = \"partly\"\ngap = \"g\"\nsplit = \"heldout\"\nfirst_status = \"right\"");
+    assert!(
+        lowered.iter().any(|e| e.contains("never lowered")),
+        "{lowered:?}"
     );
-    assert!(lowered.iter().any(|e| e.contains("never lowered")), "{lowered:?}");
     assert!(toml::from_str::<Case>("split = \"later\"").is_err());
 }

@@ -318,10 +318,11 @@ fn quirk_effect_fix(
     for q in quirks {
         // A record without flags or environment gives its advice in words (a command-line
         // option, another runtime).
-        if q.effect.set.is_empty() && q.effect.env.is_empty() {
-            if let Some(w) = &q.effect.warn {
-                fix.text.push(w.clone());
-            }
+        if q.effect.set.is_empty()
+            && q.effect.env.is_empty()
+            && let Some(w) = &q.effect.warn
+        {
+            fix.text.push(w.clone());
         }
         for (name, value) in &q.effect.set {
             want.push(format!("-D{name}={value}"));

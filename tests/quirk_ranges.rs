@@ -325,6 +325,10 @@ const ROWS: &[Row] = &[
     row("Q38", m("gfx1100,gfx1100"), W, Some("7.1"), B, Absent),
     row("Q38", m("gfx906,gfx906"), L, Some("7.2.4"), 10088, Applies),
     row("Q38", m("gfx1201,gfx1201"), L, Some("7.2"), 8000, Absent),
+    // Q40: Strix Halo page faults that follow the kernel/driver (no kernel range: not one boundary).
+    row("Q40", t("gfx1151"), L, Some("7.2.1"), B, Applies),
+    row("Q40", t("gfx1151"), W, Some("7.2.1"), B, Absent),
+    row("Q40", t("gfx1150"), L, Some("7.2.1"), B, Absent),
     // Q39: rocBLAS in one process over GPUs of two architectures (Linux, no fixed release named).
     row(
         "Q39",

@@ -1390,7 +1390,7 @@ const TABLE: &[Row] = &[
     Row { targets: "gfx1201", rocm: Some("7.14.0"), evidence: &[("gfx1201", "7.14", L, S, P)], vmm_flag: Some("ON"), applies: &["Q3", "Q4", "Q21", "Q33", "Q34"], ..R },
     Row { targets: "gfx1201", rocm: Some("7.14.0"), evidence: &[("gfx1201", "7.14", L, I, P)], vmm_flag: Some("OFF"), applies: &["Q4", "Q21"], ..R },
     Row { targets: "gfx1201", rocm: Some("7.14.0"), os: Win, evidence: &[("gfx1201", "7.14", Win, W, P)], vmm_flag: Some("OFF"), applies: &["Q23", "Q18"], absent: &["Q21", "Q4", "Q34"], ..R },
-    Row { targets: "gfx1151", rocm: Some("7.14.0"), os: Win, evidence: &[("gfx1151", "7.14", Win, S, P)], vmm_flag: Some("ON"), applies: &["Q23", "Q18"], absent: &["Q11", "Q10"], ..R },
+    Row { targets: "gfx1151", rocm: Some("7.14.0"), os: Win, evidence: &[("gfx1151", "7.14", Win, S, P)], vmm_flag: Some("ON"), applies: &["Q23", "Q18"], absent: &["Q11", "Q10", "Q40"], ..R },
     // Build eras of the HIP VMM switch.
     Row { targets: "gfx1100", rocm: Some("7.14.0"), build: 4550, vmm_flag: Some("ON"), applies: &["Q2-old-build", "Q2-pre-9489"], ..R },
     Row { targets: "gfx1100", rocm: Some("6.1"), build: 4500, vmm_flag: None, applies: &["Q2"], absent: &["Q1"], ..R },
@@ -1407,7 +1407,12 @@ const TABLE: &[Row] = &[
     Row { targets: "gfx1030,gfx1201", machine: true, rocm: Some("7.14.0"), os: Win, vmm_flag: Some("ON"), applies: &["Q7", "Q7-split"], absent: &["Q7-linux-rdna4", "Q38"], ..R },
     Row { targets: "gfx906,gfx906", machine: true, rocm: Some("6.3"), vmm_flag: Some("ON"), applies: &["Q7-linux-kernel", "Q7-split"], absent: &["Q7"], ..R },
     Row { targets: "gfx1201,gfx1036", machine: true, rocm: Some("7.14.0"), vmm_flag: Some("ON"), applies: &["Q8", "Q7-split"], ..R },
-    Row { targets: "gfx1100,gfx1100", machine: true, rocm: Some("7.14.0"), vmm_flag: Some("ON"), applies: &["Q7-split"], absent: &["Q7", "Q8"], ..R },
+    Row { targets: "gfx1100,gfx1100", machine: true, rocm: Some("7.14.0"), vmm_flag: Some("ON"), applies: &["Q7-split"], absent: &["Q7", "Q8", "Q39"], ..R },
+    // GPUs of two architectures in one process: rocBLAS's one solution library (Q39).
+    Row { targets: "gfx908,gfx908,gfx1030", machine: true, rocm: Some("7.1.0"), vmm_flag: Some("ON"), applies: &["Q39", "Q7-split"], ..R },
+    Row { targets: "gfx908,gfx1030", machine: true, rocm: Some("7.1.0"), os: Win, vmm_flag: Some("ON"), absent: &["Q39"], ..R },
+    // Strix Halo page faults that follow the kernel/driver (Q40): Linux only.
+    Row { targets: "gfx1151", rocm: Some("7.2.1"), vmm_flag: Some("ON"), applies: &["Q40"], ..R },
     Row { targets: "gfx900", rocm: Some("7.2.1"), vmm_flag: Some("ON"), applies: &["Q14", "Q3"], ..R },
     Row { targets: "gfx906", rocm: Some("6.3"), vmm_flag: Some("ON"), applies: &["Q22"], absent: &["Q14"], ..R },
     Row { targets: "gfx1152", rocm: Some("7.13"), vmm_flag: Some("ON"), applies: &["Q11", "Q3"], absent: &["Q13", "Q20", "Q20-build", "Q11-gtt"], ..R },

@@ -428,7 +428,12 @@ fn plan(k: &Knowledge, r: &Row) -> Plan {
 
 fn seen(p: &Plan, id: &str) -> Seen {
     let has = |q: &[String]| q.iter().any(|x| x == id);
+    // A record of level "note" that applies says so in a note of its own; a "may apply" note is
+    // one that could apply.
     let acts = p.warnings.iter().any(|n| has(&n.quirks))
+        || p.notes
+            .iter()
+            .any(|n| has(&n.quirks) && !n.message.contains(" may apply: "))
         || p.groups.iter().any(|g| {
             g.flags.iter().any(|f| has(&f.quirks)) || g.env.iter().any(|e| has(&e.quirks))
         });

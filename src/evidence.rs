@@ -486,24 +486,30 @@ pub fn load_document(path: &Path) -> Result<Document> {
     })?;
     match value.get("schema").and_then(|s| s.as_str()).unwrap_or("") {
         crate::report::SCHEMA => Ok(Document::Report(Report::from_json(&text, &shown)?)),
-        EXERCISE_SCHEMA => serde_json::from_value(value)
-            .map(Document::Exercise)
-            .map_err(|e| {
-                Error::input(
-                    &shown,
-                    format!("does not match the {EXERCISE_SCHEMA} schema: {e}"),
-                    "re-create it with `gpuprobe check-build ./build --exercise --json`",
-                )
-            }),
-        INFERENCE_SCHEMA => serde_json::from_value(value)
-            .map(Document::Inference)
-            .map_err(|e| {
-                Error::input(
-                    &shown,
-                    format!("does not match the {INFERENCE_SCHEMA} schema: {e}"),
-                    "re-create it with `gpuprobe check-build --exercise inference --output FILE`",
-                )
-            }),
+        EXERCISE_SCHEMA => {
+            crate::published::enforce(crate::published::Document::Exercise, &value, &shown)?;
+            serde_json::from_value(value)
+                .map(Document::Exercise)
+                .map_err(|e| {
+                    Error::input(
+                        &shown,
+                        format!("does not match the {EXERCISE_SCHEMA} schema: {e}"),
+                        "re-create it with `gpuprobe check-build ./build --exercise --json`",
+                    )
+                })
+        }
+        INFERENCE_SCHEMA => {
+            crate::published::enforce(crate::published::Document::Inference, &value, &shown)?;
+            serde_json::from_value(value)
+                .map(Document::Inference)
+                .map_err(|e| {
+                    Error::input(
+                        &shown,
+                        format!("does not match the {INFERENCE_SCHEMA} schema: {e}"),
+                        "re-create it with `gpuprobe check-build --exercise inference --output FILE`",
+                    )
+                })
+        }
         other => Err(Error::input(
             &shown,
             format!(

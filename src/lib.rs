@@ -27,6 +27,7 @@ pub mod probe;
 #[allow(unsafe_code)]
 pub mod process;
 pub mod profiles;
+pub mod published;
 pub mod quirks;
 pub mod report;
 pub mod report_file;

@@ -940,7 +940,8 @@ impl Report {
         }
     }
 
-    /// The schema check and deserialisation, without the field checks of [`crate::report_file`].
+    /// The schema check (the `schema` field, then the published schema) and deserialisation,
+    /// without the field checks of [`crate::report_file`].
     pub fn from_json_value(value: serde_json::Value, origin: &str) -> Result<Self, crate::Error> {
         let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
         if schema != SCHEMA {
@@ -951,6 +952,7 @@ impl Report {
                 fix: "re-create the report with this gpuprobe version: `gpuprobe detect --json > report.json`".into(),
             });
         }
+        crate::published::enforce(crate::published::Document::Report, &value, origin)?;
         serde_json::from_value(value).map_err(|e| crate::Error::Input {
             input: origin.to_string(),
             line: None,

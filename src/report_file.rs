@@ -45,6 +45,11 @@ pub fn parse_report(text: &str, origin: &str) -> Result<Report> {
         message: format!("not JSON: {e}"),
         fix: "pass a file written by `gpuprobe detect --json`".into(),
     })?;
+    // The published schema first, so a document of the wrong shape is named by its JSON path
+    // (another schema's document gets its own message from `from_json_value`).
+    if value.get("schema").and_then(Value::as_str) == Some(crate::report::SCHEMA) {
+        crate::published::enforce(crate::published::Document::Report, &value, origin)?;
+    }
     check_strings(&value, &mut String::new(), origin)?;
     let report = Report::from_json_value(value, origin)?;
     validate(&report, origin)?;

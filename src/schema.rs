@@ -5,72 +5,17 @@
 //! when the types and the committed files drift apart (`scripts/gen-schemas.sh` rewrites them).
 //! Each document's `schema` field names its file: `gpuprobe.report/v1` →
 //! `schemas/gpuprobe.report.v1.schema.json`.
+//!
+//! The same committed files are what gpuprobe holds a document it reads to
+//! ([`crate::published::enforce`]).
 
 use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
 use serde_json::Value;
 
-/// The JSON documents gpuprobe prints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Document {
-    /// `gpuprobe detect --json`.
-    Report,
-    /// `gpuprobe cmake-flags --format json`.
-    Plan,
-    /// `gpuprobe check-build --json`.
-    CheckBuild,
-    /// `gpuprobe check-build --exercise --json`.
-    Exercise,
-    /// `gpuprobe check-build --exercise inference --json`.
-    Inference,
-    /// `gpuprobe prebuilt --format json`.
-    Prebuilt,
-}
+pub use crate::published::Document;
 
 impl Document {
-    pub const ALL: [Document; 6] = [
-        Document::Report,
-        Document::Plan,
-        Document::CheckBuild,
-        Document::Exercise,
-        Document::Inference,
-        Document::Prebuilt,
-    ];
-
-    /// The value of the document's own `schema` field.
-    pub fn id(self) -> &'static str {
-        match self {
-            Document::Report => crate::report::SCHEMA,
-            Document::Plan => crate::plan::SCHEMA,
-            Document::CheckBuild => crate::check_build::SCHEMA,
-            Document::Exercise => crate::check_build::exercise::SCHEMA,
-            Document::Inference => crate::inference::SCHEMA,
-            Document::Prebuilt => crate::prebuilt::SCHEMA,
-        }
-    }
-
-    /// The document whose `schema` field reads `id`.
-    pub fn from_id(id: &str) -> Option<Document> {
-        Document::ALL.into_iter().find(|d| d.id() == id)
-    }
-
-    /// The command that prints it.
-    pub fn command(self) -> &'static str {
-        match self {
-            Document::Report => "gpuprobe detect --json",
-            Document::Plan => "gpuprobe cmake-flags --format json",
-            Document::CheckBuild => "gpuprobe check-build --json",
-            Document::Exercise => "gpuprobe check-build --exercise --json",
-            Document::Inference => "gpuprobe check-build --exercise inference --json",
-            Document::Prebuilt => "gpuprobe prebuilt --format json",
-        }
-    }
-
-    /// The schema's file name under `schemas/`: the id with `/` spelled `.`.
-    pub fn file_name(self) -> String {
-        format!("{}.schema.json", self.id().replace('/', "."))
-    }
-
     /// The JSON Schema (draft 2020-12) of what gpuprobe writes: fields that are always written
     /// are required (an unknown value is `null`, never a missing field), except those with a serde
     /// default, which older documents of the same version may lack; fields added later keep the
@@ -171,6 +116,19 @@ fn sorted(value: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_document_id_is_the_schema_constant_of_its_writer() {
+        assert_eq!(Document::Report.id(), crate::report::SCHEMA);
+        assert_eq!(Document::Plan.id(), crate::plan::SCHEMA);
+        assert_eq!(Document::CheckBuild.id(), crate::check_build::SCHEMA);
+        assert_eq!(
+            Document::Exercise.id(),
+            crate::check_build::exercise::SCHEMA
+        );
+        assert_eq!(Document::Inference.id(), crate::inference::SCHEMA);
+        assert_eq!(Document::Prebuilt.id(), crate::prebuilt::SCHEMA);
+    }
 
     #[test]
     fn defaulted_fields_are_optional() {

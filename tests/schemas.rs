@@ -316,3 +316,260 @@ fn prebuilt_answers_validate_with_and_without_a_choice() {
         assert_eq!(out.status.code(), Some(if has_choice { 0 } else { 1 }));
     }
 }
+
+// What gpuprobe reads is held to the same committed files: a document from elsewhere that does
+// not meet its published schema is refused (exit 2) naming the file, the JSON path and the fix.
+
+const H200_REPORT: &str = "tests/fixtures/nvidia-h200-driver580-e2e/detect.json";
+const H200_EXERCISE_VMM: &str = "tests/fixtures/nvidia-2x-h200-driver580-v2/exercise-vmm.json";
+const H200_EXERCISE_FAIL: &str =
+    "tests/fixtures/nvidia-2x-h200-driver580-v2/exercise-legacy-x2-device0-fail.json";
+const H200_INFERENCE: &str = "tests/fixtures/nvidia-h200-driver580-inference/inference-vmm.json";
+const H200_DUMP: &str = "tests/fixtures/dumps/nvidia-2x-h200-driver580-hostcheck.json";
+
+fn fixture(rel: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(root().join(rel)).unwrap()).unwrap()
+}
+
+fn run(args: &[&str], env: &[(&str, &Path)], dir: &Path) -> std::process::Output {
+    let mut cmd = common::gpuprobe();
+    cmd.current_dir(dir).args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn real_h200_documents_are_read_by_every_command_that_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = root().join(H200_REPORT);
+    let report = report.to_str().unwrap();
+    let vmm = root().join(H200_EXERCISE_VMM);
+    let fail = root().join(H200_EXERCISE_FAIL);
+    let quirks = dir.path().join("q.toml");
+    let q = quirks.to_str().unwrap();
+    for args in [
+        vec!["cmake-flags", "--from", report],
+        vec![
+            "cmake-flags",
+            "--from",
+            report,
+            "--from",
+            vmm.to_str().unwrap(),
+        ],
+        vec![
+            "quirks",
+            "record",
+            "--from",
+            vmm.to_str().unwrap(),
+            "--file",
+            q,
+        ],
+        vec![
+            "quirks",
+            "record",
+            "--from",
+            fail.to_str().unwrap(),
+            "--file",
+            q,
+        ],
+        vec!["prebuilt", "--from", report],
+    ] {
+        let out = run(&args, &[], dir.path());
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let replay = run(
+        &["detect", "--json"],
+        &[("GPUPROBE_REPLAY", &root().join(H200_DUMP))],
+        dir.path(),
+    );
+    assert!(
+        replay.status.success(),
+        "replay: {}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+}
+
+struct Variant {
+    what: &'static str,
+    source: &'static str,
+    edit: fn(&mut Value),
+    /// The JSON path the error must name.
+    path: &'static str,
+    schema: &'static str,
+}
+
+fn variants() -> Vec<Variant> {
+    vec![
+        Variant {
+            what: "a report device without a field every report writes (serde read it as null)",
+            source: H200_REPORT,
+            edit: |v| {
+                v["devices"][0]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("pci_bus_id");
+            },
+            path: "`/devices/0`: \"pci_bus_id\" is a required property",
+            schema: "report",
+        },
+        Variant {
+            what: "a report with a negative size",
+            source: H200_REPORT,
+            edit: |v| v["devices"][0]["vram_total_bytes"] = (-5).into(),
+            path: "`/devices/0/vram_total_bytes`",
+            schema: "report",
+        },
+        Variant {
+            what: "a report whose host is a string with escape sequences",
+            source: H200_REPORT,
+            edit: |v| v["host"] = "\u{1b}]52;c;cm0gLXJmIH4=\u{7}\n::add-mask::x".into(),
+            path: "`/host`",
+            schema: "report",
+        },
+        Variant {
+            what: "an exercise whose device name is a number (evidence ignored the field)",
+            source: H200_EXERCISE_VMM,
+            edit: |v| v["devices"][0]["name"] = 5.into(),
+            path: "`/devices/0/name`",
+            schema: "exercise",
+        },
+        Variant {
+            what: "an exercise without its version and a device without its reason",
+            source: H200_EXERCISE_VMM,
+            edit: |v| {
+                v.as_object_mut().unwrap().remove("gpuprobe_version");
+                v["devices"][0].as_object_mut().unwrap().remove("reason");
+            },
+            path: "the top level: \"gpuprobe_version\" is a required property",
+            schema: "exercise",
+        },
+        Variant {
+            what: "an exercise whose VMM flag is a word",
+            source: H200_EXERCISE_FAIL,
+            edit: |v| v["binary"]["vmm"] = "yes; ::set-output name=x::y".into(),
+            path: "`/binary/vmm`",
+            schema: "exercise",
+        },
+        Variant {
+            what: "an exercise with an outcome no gpuprobe writes",
+            source: H200_EXERCISE_FAIL,
+            edit: |v| v["devices"][0]["outcome"] = "\u{202e}ssap".into(),
+            path: "`/devices/0/outcome`",
+            schema: "exercise",
+        },
+        Variant {
+            what: "an inference result whose configurations are not a list",
+            source: H200_INFERENCE,
+            edit: |v| v["configurations"] = "all passed".into(),
+            path: "`/configurations`",
+            schema: "inference",
+        },
+    ]
+}
+
+fn assert_refused(out: &std::process::Output, label: &str, file: &str, v: &Variant) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{label}: {}: {stderr}", v.what);
+    assert!(
+        out.stdout.is_empty(),
+        "{label}: {}: printed a result",
+        v.what
+    );
+    for want in [
+        file,
+        "does not match the published schema",
+        v.path,
+        &format!("`gpuprobe schema {}`", v.schema),
+    ] {
+        assert!(
+            stderr.contains(want),
+            "{label}: {}: the error does not name {want:?}:\n{stderr}",
+            v.what
+        );
+    }
+    // The document's values never reach the message, only its paths.
+    for bad in ["\u{1b}", "\u{202e}", "::add-mask::", "::set-output", "ssap"] {
+        assert!(
+            !stderr.contains(bad),
+            "{label}: {}: {bad:?} reached stderr:\n{stderr}",
+            v.what
+        );
+    }
+}
+
+#[test]
+fn documents_that_do_not_match_their_published_schema_are_refused_naming_file_path_and_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = root().join(H200_REPORT);
+    let report = report.to_str().unwrap();
+    let quirks = dir.path().join("q.toml");
+    for (i, v) in variants().into_iter().enumerate() {
+        let mut doc = fixture(v.source);
+        (v.edit)(&mut doc);
+        let name = format!("edited-{i}.json");
+        std::fs::write(dir.path().join(&name), doc.to_string()).unwrap();
+        let mut runs: Vec<Vec<&str>> = vec![
+            vec!["quirks", "record", "--from", &name, "--file", "q.toml"],
+            vec!["cmake-flags", "--from", report, "--from", &name],
+        ];
+        if v.schema == "report" {
+            runs.push(vec!["cmake-flags", "--from", &name]);
+            runs.push(vec!["prebuilt", "--from", &name]);
+            runs.push(vec!["check-build", "--from", &name, "--log", "-"]);
+        }
+        for args in runs {
+            let out = run(&args, &[], dir.path());
+            assert_refused(&out, &args.join(" "), &name, &v);
+        }
+        assert!(!quirks.exists(), "{}: a quirk file was written", v.what);
+    }
+}
+
+#[test]
+fn a_replay_dump_whose_report_does_not_match_the_report_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut dump = fixture(H200_DUMP);
+    dump["report"]["devices"][0]["vram_total_bytes"] = "lots".into();
+    let path = dir.path().join("dump.json");
+    std::fs::write(&path, dump.to_string()).unwrap();
+    let out = run(
+        &["detect", "--json"],
+        &[("GPUPROBE_REPLAY", &path)],
+        dir.path(),
+    );
+    let v = Variant {
+        what: "a dump's report with a size that is a word",
+        source: H200_DUMP,
+        edit: |_| {},
+        path: "`/devices/0/vram_total_bytes`",
+        schema: "report",
+    };
+    assert_refused(&out, "detect --json", "dump.json (its report)", &v);
+}
+
+#[test]
+fn a_valid_inference_result_is_refused_by_name_not_misread_as_a_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let inference = root().join(H200_INFERENCE);
+    let inference = inference.to_str().unwrap();
+    for args in [
+        vec!["cmake-flags", "--from", inference],
+        vec!["quirks", "record", "--from", inference, "--file", "q.toml"],
+    ] {
+        let out = run(&args, &[], dir.path());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("is a gpuprobe.inference/v1 document")
+                && stderr.contains("gpuprobe check-build --exercise --json"),
+            "{args:?}: {stderr}"
+        );
+    }
+}

@@ -723,20 +723,33 @@ impl Exercise {
 
     /// Parses a document written by `check-build --exercise --json`.
     pub fn from_json(text: &str, origin: &str) -> Result<Self> {
-        let e: Exercise = serde_json::from_str(text).map_err(|e| Error::Input {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| Error::Input {
             input: origin.to_string(),
             line: Some(e.line()),
-            message: format!("not a gpuprobe exercise document: {e}"),
+            message: format!("not JSON: {e}"),
             fix: "pass a file written by `gpuprobe check-build ./build --exercise --json`".into(),
         })?;
-        if e.schema != SCHEMA {
+        Self::from_json_value(value, origin)
+    }
+
+    /// Checks the `schema` field, then the published schema, then deserialises.
+    pub fn from_json_value(value: serde_json::Value, origin: &str) -> Result<Self> {
+        let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
+        if schema != SCHEMA {
             return Err(Error::input(
                 origin,
-                format!("schema `{}` is not {SCHEMA}", neutralise(&e.schema)),
+                format!("schema `{}` is not {SCHEMA}", neutralise(schema)),
                 "pass a file written by `gpuprobe check-build ./build --exercise --json`",
             ));
         }
-        Ok(e)
+        crate::published::enforce(crate::published::Document::Exercise, &value, origin)?;
+        serde_json::from_value(value).map_err(|e| {
+            Error::input(
+                origin,
+                format!("not a gpuprobe exercise document: {e}"),
+                "re-create it with `gpuprobe check-build ./build --exercise --json`",
+            )
+        })
     }
 
     /// The human summary.
@@ -828,6 +841,14 @@ pub fn records_of_document(
         .and_then(|v| v.get("schema").and_then(|s| s.as_str()).map(str::to_string));
     if schema.as_deref() == Some(SCHEMA) {
         Ok(records(&Exercise::from_json(text, origin)?))
+    } else if schema.as_deref() == Some(crate::published::Document::Inference.id()) {
+        let value = serde_json::from_str(text).unwrap_or_default();
+        Err(crate::published::not_read_here(
+            crate::published::Document::Inference,
+            &value,
+            origin,
+            "a file written by `gpuprobe check-build ./build --exercise --json` (the ops exercise) or `gpuprobe detect --json`",
+        ))
     } else {
         let report = crate::report_file::parse_report(text, origin)?;
         Ok((crate::quirks::record::from_report(&report), Vec::new()))

@@ -71,6 +71,14 @@ pub fn load(path: &Path) -> Result<Dump, Error> {
             "take the dump again with this gpuprobe: `gpuprobe detect --dump FILE`",
         ));
     }
+    // The dump format itself has no published schema; the report it carries has one.
+    if let Some(report) = value.get("report") {
+        crate::published::enforce(
+            crate::published::Document::Report,
+            report,
+            &format!("{input} (its report)"),
+        )?;
+    }
     serde_json::from_value(value).map_err(|e| {
         Error::input(
             &input,

@@ -648,6 +648,19 @@ fn unsafe_field(q: &Quirk) -> Option<(String, String)> {
                 "CMake's own variables (compilers, launchers, toolchain files) are never set by a quirk; only llama.cpp options are".into(),
             ));
         }
+        // One value is one CMake list item: llama.cpp expands some options unquoted into
+        // compiler flag lists (`list(APPEND CUDA_FLAGS -compress-mode=${GGML_CUDA_COMPRESSION_MODE})`),
+        // where a `;` would add a flag of the quirk's choosing (`-ccbin=PROGRAM`), and a value
+        // that starts with `-` would be one.
+        if value.contains(';') || value.starts_with('-') {
+            return Some((
+                format!("effect.set.{name}"),
+                format!(
+                    "`{}` is not one plain value: a `;` separates CMake list items and a leading `-` reads as a flag, so it could add compiler flags of its own",
+                    crate::neutral::inline(value)
+                ),
+            ));
+        }
         if !crate::neutral::is_plain_word(&format!("-D{name}={value}")) {
             return Some((
                 format!("effect.set.{name}"),

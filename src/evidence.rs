@@ -528,9 +528,11 @@ pub fn load_all(paths: &[PathBuf]) -> Result<Vec<(PathBuf, Document)>> {
     for p in paths {
         if p.is_dir() {
             let rd = std::fs::read_dir(p).map_err(|e| Error::io(p, e))?;
+            // Every `*.json` is read, so one that is not a regular file (a FIFO, a link to a
+            // device) is refused by name rather than skipped without a word.
             let mut inside: Vec<PathBuf> = rd
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|f| f.is_file() && f.extension().is_some_and(|x| x == "json"))
+                .filter(|f| f.extension().is_some_and(|x| x == "json") && !f.is_dir())
                 .collect();
             inside.sort();
             if inside.is_empty() {

@@ -62,7 +62,14 @@ fn open_regular(path: &Path) -> std::io::Result<(File, std::fs::Metadata)> {
             return Err(not_regular(&meta));
         }
     }
-    let file = opts.open(path)?;
+    let file = match opts.open(path) {
+        Ok(f) => f,
+        // A socket cannot be opened at all (ENXIO): say what it is rather than the errno.
+        Err(e) => match std::fs::metadata(path) {
+            Ok(meta) if !meta.is_file() => return Err(not_regular(&meta)),
+            _ => return Err(e),
+        },
+    };
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(not_regular(&meta));

@@ -93,6 +93,72 @@ pub fn owned_and_private(_path: &Path, _meta: &std::fs::Metadata) -> Result<(), 
     Ok(())
 }
 
+/// Why a file read as configuration (a user quirk file) could be someone else's words: the file
+/// is writable by every user, its directory is (without the sticky bit), or it lies in a shared
+/// sticky directory (`/tmp`) and belongs to another user. `None` when only its owner, root or
+/// this user could have put it there; else why, and the command that fixes it.
+#[cfg(unix)]
+pub fn planted(path: &Path) -> Option<(String, String)> {
+    use std::os::unix::fs::MetadataExt;
+    const OTHERS_WRITE: u32 = 0o002;
+    const STICKY: u32 = 0o1000;
+    let meta = std::fs::metadata(path).ok()?;
+    if meta.mode() & OTHERS_WRITE != 0 {
+        return Some((
+            format!(
+                "{} is writable by every user (mode {:o})",
+                path.display(),
+                meta.mode() & 0o7777
+            ),
+            format!("check its content, then `chmod o-w {}`", quoted(path)),
+        ));
+    }
+    let named = std::fs::symlink_metadata(path).ok()?;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let dir_meta = std::fs::metadata(dir).ok()?;
+    if dir_meta.mode() & OTHERS_WRITE != 0 {
+        if dir_meta.mode() & STICKY == 0 {
+            return Some((
+                format!(
+                    "its directory {} is writable by every user (mode {:o}): anyone could have put it there",
+                    dir.display(),
+                    dir_meta.mode() & 0o7777
+                ),
+                format!(
+                    "check the directory's quirk files, then `chmod o-w {}`",
+                    quoted(dir)
+                ),
+            ));
+        }
+        for uid in [named.uid(), meta.uid()] {
+            if uid != euid() && uid != 0 {
+                return Some((
+                    format!(
+                        "{} belongs to uid {uid}, another user, in the shared directory {}",
+                        path.display(),
+                        dir.display()
+                    ),
+                    "keep your quirk files in ~/.config/gpuprobe/quirks/ (or a GPUPROBE_QUIRKS_DIR only you can write)".into(),
+                ));
+            }
+        }
+    }
+    None
+}
+
+#[cfg(not(unix))]
+pub fn planted(_path: &Path) -> Option<(String, String)> {
+    None
+}
+
+#[cfg(unix)]
+fn quoted(path: &Path) -> String {
+    crate::neutral::sh_word(&path.display().to_string())
+}
+
 fn euid() -> u32 {
     crate::process::euid()
 }

@@ -86,6 +86,11 @@ impl Knowledge {
 
     pub fn merge_quirk_file(&mut self, path: &Path) -> Result<()> {
         let origin = path.display().to_string();
+        // A quirk changes plans and build flags: one that another user could have written is
+        // refused, as ssh refuses such a configuration file.
+        if let Some((why, fix)) = crate::private_dir::planted(path) {
+            return Err(Error::input(&origin, format!("not read: {why}"), fix));
+        }
         let text = crate::files::read_input(
             path,
             &origin,
@@ -140,9 +145,16 @@ pub fn user_quirk_dirs() -> Vec<PathBuf> {
 }
 
 pub fn config_dir() -> Option<PathBuf> {
+    // Absolute only, as the XDG specification requires: a relative value would read quirk
+    // files from whatever directory gpuprobe runs in (a pull request's checkout, in CI).
     let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .map(|h| h.join(".config"))
+        })?;
     Some(base.join("gpuprobe"))
 }

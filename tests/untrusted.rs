@@ -1921,3 +1921,147 @@ fn json_outputs_stay_valid_json_with_hostile_characters() {
         );
     }
 }
+
+// ---- second campaign: other environment variables, other file kinds ---------------------------
+
+/// A quirk that denies VMM on sm_90: what a planted file would say.
+const PLANTED_QUIRK: &str = "[[quirk]]\nid = \"PLANTED\"\ntitle = \"planted\"\nsummary = \"s\"\nseverity = \"high\"\nconfidence = \"high\"\nsources = [\"https://example.org\"]\n[quirk.match]\narchs = [\"sm_90\"]\n[quirk.effect]\nvmm = \"deny\"\n";
+
+#[test]
+fn a_relative_xdg_config_home_reads_no_quirks_from_the_working_directory() {
+    // In CI the working directory is a pull request's checkout: a relative XDG_CONFIG_HOME (the
+    // XDG specification says to ignore one) must not make its files quirks.
+    let sb = Sandbox::new();
+    sb.write("gpuprobe/quirks/planted.toml", PLANTED_QUIRK);
+    let report = sb.report(|_| {});
+    for xdg in [".", "", "gpuprobe/.."] {
+        let out = gp()
+            .current_dir(sb.dir.path())
+            .env("XDG_CONFIG_HOME", xdg)
+            .env("HOME", "relative-home")
+            .args(["cmake-flags", "--explain", "--from"])
+            .arg(&report)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{xdg:?}: {}", stderr(&out));
+        assert!(
+            !stdout(&out).contains("PLANTED") && !stderr(&out).contains("PLANTED"),
+            "XDG_CONFIG_HOME={xdg:?}: a quirk file of the working directory was read:\n{}",
+            stdout(&out)
+        );
+    }
+}
+
+#[test]
+fn a_quirk_file_another_user_could_have_written_is_refused() {
+    let report = |sb: &Sandbox| sb.report(|_| {});
+    let run = |sb: &Sandbox, dir: &Path| {
+        gp().env("GPUPROBE_QUIRKS_DIR", dir)
+            .args(["cmake-flags", "--from"])
+            .arg(report(sb))
+            .output()
+            .unwrap()
+    };
+    // Writable by every user.
+    let sb = Sandbox::new();
+    let file = sb.write("quirks/planted.toml", PLANTED_QUIRK);
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = run(&sb, &sb.path("quirks"));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("planted.toml")
+            && stderr(&out).contains("writable by every user")
+            && stderr(&out).contains("chmod o-w"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).is_empty());
+    // In a directory every user can write (no sticky bit): anyone could have put it there.
+    let sb = Sandbox::new();
+    sb.write("quirks/planted.toml", PLANTED_QUIRK);
+    std::fs::set_permissions(sb.path("quirks"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = run(&sb, &sb.path("quirks"));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("its directory") && stderr(&out).contains("writable by every user"),
+        "{}",
+        stderr(&out)
+    );
+    // The fix line, pasted, makes it readable again.
+    let fix = stderr(&out)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("fix: "))
+        .and_then(|f| f.split('`').nth(1))
+        .expect("a command in the fix line")
+        .to_string();
+    let pasted = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&fix)
+        .status()
+        .unwrap();
+    assert!(pasted.success(), "{fix}");
+    let out = run(&sb, &sb.path("quirks"));
+    assert!(out.status.success(), "after `{fix}`: {}", stderr(&out));
+    // In a shared sticky directory (/tmp), a file of another user.
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        let sb = Sandbox::new();
+        let file = sb.write("shared/planted.toml", PLANTED_QUIRK);
+        std::fs::set_permissions(sb.path("shared"), std::fs::Permissions::from_mode(0o1777))
+            .unwrap();
+        chown_to_nobody(&file);
+        let out = run(&sb, &sb.path("shared"));
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("another user") && stderr(&out).contains("planted.toml"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn a_socket_is_named_as_one_and_refused_with_exit_2() {
+    let sb = Sandbox::new();
+    let sock = sb.path("report.json");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    for args in [
+        vec!["cmake-flags", "--from"],
+        vec!["check-build", "--no-probe", "--log"],
+        vec!["quirks", "record", "--file", "q.toml", "--from"],
+    ] {
+        let (out, took) = quick(gp().current_dir(sb.dir.path()).args(&args).arg(&sock));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("is a socket, not a regular file"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert!(took < Duration::from_secs(20), "{args:?} took {took:?}");
+    }
+}
+
+#[test]
+fn a_from_directory_names_a_document_that_is_not_a_regular_file() {
+    // Every `*.json` of a `--from` directory is a document: one that is a FIFO or a link to a
+    // device is refused by name, never skipped without a word (nor waited on).
+    for kind in ["fifo", "device"] {
+        let sb = Sandbox::new();
+        let dir = sb.path("fleet");
+        sb.write("fleet/a.json", REPORT);
+        match kind {
+            "fifo" => {
+                sb.mkfifo("fleet/b.json");
+            }
+            _ => std::os::unix::fs::symlink("/dev/zero", dir.join("b.json")).unwrap(),
+        }
+        let (out, took) = quick(gp().args(["cmake-flags", "--from"]).arg(&dir));
+        assert_eq!(out.status.code(), Some(2), "{kind}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("b.json") && stderr(&out).contains("not a regular file"),
+            "{kind}: {}",
+            stderr(&out)
+        );
+        assert!(took < Duration::from_secs(20), "{kind} took {took:?}");
+    }
+}

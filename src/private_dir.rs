@@ -103,6 +103,10 @@ pub fn planted(path: &Path) -> Option<(String, String)> {
     const OTHERS_WRITE: u32 = 0o002;
     const STICKY: u32 = 0o1000;
     let meta = std::fs::metadata(path).ok()?;
+    // Anything but a regular file is refused by the reader, naming what it is.
+    if !meta.is_file() {
+        return None;
+    }
     if meta.mode() & OTHERS_WRITE != 0 {
         return Some((
             format!(

@@ -927,3 +927,170 @@ fn several_logs_stdin_and_neutralised_quotes() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+// ---------------------------------------------------------------------------------------------
+// real variants: every signature, at least two real lines from different reports
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VariantFile {
+    variant: Vec<Variant>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Variant {
+    signature: String,
+    source: String,
+    what: String,
+    log: String,
+    line: usize,
+}
+
+/// Signatures with fewer than two real variants in `signature-variants/variants.toml` and the
+/// open-world corpus: still to be collected. The test fails when one reaches two (remove it
+/// here) or a signature not named here falls short.
+const SHORT_OF_TWO: &[&str] = &[
+    "legacy-pool-oom",
+    "legacy-pool-oom-after-flush",
+    "vmm-pool-oom",
+    "vmm-reserve-failed",
+    "vmm-set-access-failed",
+    "vmm-map-failed",
+    "hip-vmm-invalid-argument",
+    "hip-vmm-failure",
+    "hip-no-code-objects",
+    "cuda-kernel-image-invalid",
+    "nvcc-arch-from-failed-detection",
+    "ptxas-needs-arch-specific-target",
+    "cmake-cuda-architectures-invalid",
+    "hip-msvc-cmath-clash",
+    "cublas-unsupported-value",
+    "cuda-ptx-unsupported-toolchain",
+    "cuda-forward-compat-unsupported",
+    "cuda-driver-library-mismatch",
+    "math-library-invalid-device-function",
+    "graph-capture-failed",
+    "ggml-cuda-error",
+    "model-file-not-opened",
+    "amdgpu-page-fault",
+    "nvidia-xid-8",
+    "nvidia-xid",
+    "amd-comgr-segfault",
+    "cmake-cuda-plain-12x-rejected",
+    "llama-option-deprecated",
+];
+
+fn variants() -> Vec<Variant> {
+    let p = fixture_path("signature-variants", "variants.toml");
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    toml::from_str::<VariantFile>(&text)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .variant
+}
+
+/// The ids of the bundled signatures that produce findings (not `fact` rows).
+fn finding_signatures() -> Vec<String> {
+    let text = include_str!("../profiles/log-signatures.toml");
+    let v: toml::Value = toml::from_str(text).unwrap();
+    v["signature"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s.get("class").and_then(|c| c.as_str()) != Some("fact"))
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn each_real_variant_is_claimed_by_its_signature_quoting_its_line() {
+    let known = finding_signatures();
+    let mut wrong = Vec::new();
+    for v in variants() {
+        assert!(
+            v.source.starts_with("https://"),
+            "{}: source must be a URL",
+            v.what
+        );
+        assert!(
+            known.contains(&v.signature),
+            "{}: no signature `{}`",
+            v.what,
+            v.signature
+        );
+        let label = format!("{} ({})", v.signature, v.source);
+        let r = Case::new(vec![text(&label, &v.log)]).judge();
+        let want = format!("log-{}", v.signature);
+        let quoting = r
+            .findings
+            .iter()
+            .find(|f| f.id == want && f.evidence.iter().any(|q| q.line == v.line));
+        if quoting.is_none() {
+            wrong.push(format!(
+                "{} — {}: no `{want}` quoting line {}; findings: {:?}",
+                v.source,
+                v.what,
+                v.line,
+                r.findings
+                    .iter()
+                    .map(|f| format!(
+                        "{} {:?}",
+                        f.id,
+                        f.evidence.iter().map(|q| q.line).collect::<Vec<_>>()
+                    ))
+                    .collect::<Vec<_>>()
+            ));
+        }
+        assert!(
+            r.findings
+                .iter()
+                .any(|f| matches!(f.level, Level::Error | Level::Warning)),
+            "{label}: read as no problems"
+        );
+    }
+    assert!(
+        wrong.is_empty(),
+        "variants not claimed:\n  {}",
+        wrong.join("\n  ")
+    );
+}
+
+#[test]
+fn every_signature_has_two_real_variants_or_is_named_short() {
+    let mut sources: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    for v in variants() {
+        sources.entry(v.signature).or_default().insert(v.source);
+    }
+    // The open-world corpus: cases a signature now explains.
+    let p = fixture_path("open-world", "failures.toml");
+    let corpus: toml::Value = toml::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    for c in corpus["case"].as_array().unwrap() {
+        if let Some(id) = c["expect"].as_str().and_then(|e| e.strip_prefix("log-")) {
+            sources
+                .entry(id.to_string())
+                .or_default()
+                .insert(c["source"].as_str().unwrap().to_string());
+        }
+    }
+    let mut short = Vec::new();
+    let mut reached = Vec::new();
+    for id in finding_signatures() {
+        let n = sources.get(&id).map_or(0, |s| s.len());
+        let listed = SHORT_OF_TWO.contains(&id.as_str());
+        if n < 2 && !listed {
+            short.push(format!("{id} ({n})"));
+        }
+        if n >= 2 && listed {
+            reached.push(id);
+        }
+    }
+    assert!(
+        short.is_empty(),
+        "signatures with fewer than two real variants from different sources: {short:?}"
+    );
+    assert!(
+        reached.is_empty(),
+        "these now have two real variants: remove them from SHORT_OF_TWO: {reached:?}"
+    );
+}

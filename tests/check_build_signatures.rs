@@ -971,7 +971,6 @@ const SHORT_OF_TWO: &[&str] = &[
     "math-library-invalid-device-function",
     "graph-capture-failed",
     "ggml-cuda-error",
-    "model-file-not-opened",
     "nvidia-xid-8",
     "nvidia-xid",
     "amd-comgr-segfault",
@@ -1039,12 +1038,6 @@ fn each_real_variant_is_claimed_by_its_signature_quoting_its_line() {
                     .collect::<Vec<_>>()
             ));
         }
-        assert!(
-            r.findings
-                .iter()
-                .any(|f| matches!(f.level, Level::Error | Level::Warning)),
-            "{label}: read as no problems"
-        );
     }
     assert!(
         wrong.is_empty(),

@@ -357,3 +357,91 @@ fn a_list_separator_in_a_value_would_add_an_nvcc_flag_in_llama_cpps_own_statemen
         "cmake did not split the value:\n{text}"
     );
 }
+
+/// A stand-in `hipconfig` (version and `-l`) whose LLVM folder is `dir`, with a `clang` in it.
+fn fake_hipconfig(root: &Path, dir: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = root.join("rocm").join(dir).join("llvm/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let clang = bin.join("clang");
+    std::fs::write(&clang, "#!/bin/sh\nexit 1\n").unwrap();
+    std::fs::set_permissions(&clang, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tool = root.join("hipconfig");
+    // The folder is printed from a file, so no shell ever reads it.
+    std::fs::write(root.join("llvm-dir"), bin.display().to_string()).unwrap();
+    std::fs::write(
+        &tool,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in --version) echo 6.4.43482-0 ;; -l) cat '{}' ;; esac\n",
+            root.join("llvm-dir").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    tool
+}
+
+#[test]
+fn the_hip_compiler_path_reaches_cmake_literally_or_is_left_out_with_a_warning() {
+    if !cmake_available() {
+        panic!("cmake is not installed; scripts/test.sh installs it (apt-get install cmake)");
+    }
+    let tree = Tree::new();
+    for (dir, literal) in [
+        ("rocm-6.4", true),
+        ("ro;-DEVIL=1", false),
+        ("ro cm", false),
+        ("ro$HOME", false),
+        ("ro\"cm", false),
+    ] {
+        let root = tempfile::tempdir().unwrap();
+        let tool = fake_hipconfig(root.path(), dir);
+        let args = |format: &str, output: Option<&Path>| {
+            let mut c = common::gpuprobe();
+            c.current_dir(tree.dir.path())
+                .args(["cmake-flags", "--targets", "gfx1100", "--toolchain"])
+                .arg(&tool)
+                .args(["--format", format])
+                .env_remove("HIPCXX");
+            if let Some(o) = output {
+                c.env("GITHUB_OUTPUT", o);
+            }
+            c.output().unwrap()
+        };
+        let out = args("args", None);
+        assert!(out.status.success(), "{dir:?}: {}", stderr(&out));
+        let github_output = root.path().join("github-output");
+        std::fs::write(&github_output, "").unwrap();
+        let gh = args("github", Some(&github_output));
+        assert!(gh.status.success(), "{dir:?} github: {}", stderr(&gh));
+        let outputs = std::fs::read_to_string(&github_output).unwrap();
+        let clang = root.path().join("rocm").join(dir).join("llvm/bin/clang");
+        if literal {
+            // The real cmake, through unquoted `$(...)` as documented: the cache holds the path.
+            tree.write("args.txt", &stdout(&out));
+            let script = "cmake -S llama.cpp -B build $(cat args.txt) >/dev/null && grep '^CMAKE_HIP_COMPILER' build/CMakeCache.txt > build/seen.txt";
+            let seen = tree.configure(&format!("{dir:?}"), script, &[]);
+            assert_eq!(
+                seen.trim(),
+                format!("CMAKE_HIP_COMPILER:UNINITIALIZED={}", clang.display()),
+                "{dir:?}"
+            );
+            assert!(
+                outputs.contains(&format!("HIPCXX={}", clang.display())),
+                "{outputs}"
+            );
+        } else {
+            for (what, text) in [("--format args", stdout(&out)), ("$GITHUB_OUTPUT", outputs)] {
+                assert!(
+                    !text.contains("CMAKE_HIP_COMPILER") && !text.contains("HIPCXX"),
+                    "{dir:?}: {what} carries the path:\n{text}"
+                );
+            }
+            assert!(
+                stderr(&out).contains("cannot carry as one word"),
+                "{dir:?}: no warning:\n{}",
+                stderr(&out)
+            );
+        }
+    }
+}

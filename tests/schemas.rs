@@ -567,8 +567,9 @@ fn a_valid_inference_result_is_refused_by_name_not_misread_as_a_report() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(
-            stderr.contains("is a gpuprobe.inference/v1 document")
-                && stderr.contains("gpuprobe check-build --exercise --json"),
+            stderr.contains("gpuprobe.inference/v1")
+                && stderr.contains("does not read")
+                && stderr.contains("gpuprobe check-build --exercise"),
             "{args:?}: {stderr}"
         );
     }

@@ -416,6 +416,20 @@ fn configure(a: &CmakeFlagsArgs, plan: &crate::plan::Plan) -> emit::Configure {
         "auto" => toolchain::hip_clang(None),
         path => toolchain::hip_clang(Some(Path::new(path))),
     };
+    // The path goes into a `-D` value and the `cmake-args` output, read as words: one that a
+    // shell would split or CMake would read as a list (`;` makes the rest compiler arguments)
+    // is not written, and the warning says how to give it instead.
+    let found = found.and_then(|clang| {
+        let arg = format!("-DCMAKE_HIP_COMPILER={}", clang.display());
+        if crate::neutral::is_plain_word(&arg) && !arg.contains(';') {
+            Ok(clang)
+        } else {
+            Err(format!(
+                "its path `{}` holds a space, `;`, quote or other character a CMake argument cannot carry as one word",
+                crate::neutral::inline(&clang.display().to_string())
+            ))
+        }
+    });
     match found {
         Ok(clang) => emit::Configure {
             hip_compiler: Some(clang.display().to_string()),

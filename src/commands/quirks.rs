@@ -154,10 +154,15 @@ fn record(
                 crate::files::MAX_INPUT_BYTES,
                 "pass a file written by `gpuprobe detect --json`, `gpuprobe check-build ./build --exercise --json` or `gpuprobe check-build ./build --exercise inference --output FILE`",
             )?;
-            let schema = serde_json::from_str::<serde_json::Value>(&text)
-                .ok()
+            let value = serde_json::from_str::<serde_json::Value>(&text).ok();
+            let schema = value
+                .as_ref()
                 .and_then(|v| v.get("schema").and_then(|s| s.as_str()).map(str::to_string));
             if schema.as_deref() == Some(crate::inference::SCHEMA) {
+                // One that does not match its own published schema is named as such first.
+                if let Some(v) = &value {
+                    crate::published::enforce(crate::published::Document::Inference, v, &origin)?;
+                }
                 let doc: crate::inference::Inference =
                     serde_json::from_str(&text).map_err(|e| {
                         crate::Error::input(

@@ -974,6 +974,10 @@ const SHORT_OF_TWO: &[&str] = &[
     "amd-comgr-segfault",
     "cmake-cuda-plain-12x-rejected",
     "llama-option-deprecated",
+    "nvcc-host-compiler-unsupported",
+    "cuda-driver-library-not-found",
+    "cuda-peer-access-failed",
+    "cuda-row-split-broadcast-assert",
 ];
 
 fn variants() -> Vec<Variant> {

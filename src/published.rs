@@ -174,20 +174,3 @@ pub fn enforce(doc: Document, value: &Value, origin: &str) -> Result<(), crate::
         ),
     ))
 }
-
-/// The error for a valid gpuprobe document a command does not read (`reads` says what it does):
-/// a document that does not match its own schema is named as such first.
-pub fn not_read_here(doc: Document, value: &Value, origin: &str, reads: &str) -> crate::Error {
-    if let Err(e) = enforce(doc, value, origin) {
-        return e;
-    }
-    crate::Error::input(
-        origin,
-        format!(
-            "is a {} document (what `{}` writes), which this command does not read",
-            doc.id(),
-            doc.command()
-        ),
-        format!("pass {reads}"),
-    )
-}

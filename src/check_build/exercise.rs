@@ -841,14 +841,6 @@ pub fn records_of_document(
         .and_then(|v| v.get("schema").and_then(|s| s.as_str()).map(str::to_string));
     if schema.as_deref() == Some(SCHEMA) {
         Ok(records(&Exercise::from_json(text, origin)?))
-    } else if schema.as_deref() == Some(crate::published::Document::Inference.id()) {
-        let value = serde_json::from_str(text).unwrap_or_default();
-        Err(crate::published::not_read_here(
-            crate::published::Document::Inference,
-            &value,
-            origin,
-            "a file written by `gpuprobe check-build ./build --exercise --json` (the ops exercise) or `gpuprobe detect --json`",
-        ))
     } else {
         let report = crate::report_file::parse_report(text, origin)?;
         Ok((crate::quirks::record::from_report(&report), Vec::new()))

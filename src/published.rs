@@ -163,7 +163,8 @@ pub fn enforce(doc: Document, value: &Value, origin: &str) -> Result<(), crate::
     Err(crate::Error::input(
         origin,
         format!(
-            "does not match the published schema schemas/{} {}{more}",
+            "does not match the published schema of {} (schemas/{}) {}{more}",
+            doc.id(),
             doc.file_name(),
             named.join("; ")
         ),

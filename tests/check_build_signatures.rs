@@ -978,6 +978,8 @@ const SHORT_OF_TWO: &[&str] = &[
     "cuda-driver-library-not-found",
     "cuda-peer-access-failed",
     "cuda-row-split-broadcast-assert",
+    "vulkan-device-lost",
+    "amdgpu-ring-timeout",
 ];
 
 fn variants() -> Vec<Variant> {

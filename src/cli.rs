@@ -315,8 +315,10 @@ pub enum QuirksAction {
     Record {
         /// Record from a saved document instead of probing now: a `gpuprobe detect --json` report
         /// (smoke-test failures) or a `gpuprobe check-build --exercise --json` document (hangs,
-        /// crashes and GPU faults of a VMM build under test-backend-ops). A `check-build
-        /// --exercise inference --json` document is not read.
+        /// crashes and GPU faults of a VMM build under test-backend-ops), or a `check-build
+        /// --exercise inference --output FILE` document (hangs, crashes and GPU faults of a VMM
+        /// build running a model: a deny; configurations that differ from the CPU and a pool that
+        /// keeps memory: warnings with the measured numbers).
         #[arg(long, value_name = "DOCUMENT.json")]
         from: Option<PathBuf>,
         /// The file to add the records to (default: ~/.config/gpuprobe/quirks/local.toml).

@@ -286,7 +286,7 @@ fn a_workload_document_is_not_enough_for_gfx12_and_a_directory_counts() {
         .unwrap()
         .to_string();
     assert!(
-        lift.contains("gpuprobe detect --json > detect.json") && lift.contains("ROCm 7.14"),
+        lift.contains("--exercise inference") && lift.contains("ROCm 7.14"),
         "{lift}"
     );
 }

@@ -263,11 +263,20 @@ fn quirks_of(v: &Value) -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
+/// The records the plan tells the user about: warnings, and notes that are not "may apply"
+/// (the severity policy made a record's words a note where no action is needed).
 fn warning_ids(plan: &Value) -> BTreeSet<String> {
+    let notes = plan["notes"].as_array().cloned().unwrap_or_default();
     plan["warnings"]
         .as_array()
         .unwrap()
         .iter()
+        .chain(notes.iter().filter(|n| {
+            !n["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(" may apply: ")
+        }))
         .flat_map(quirks_of)
         .collect()
 }
@@ -1068,7 +1077,7 @@ fn pass_on_rocm_72_lifts_the_deny_unless_smoke_pass_quirks() {
 #[test]
 fn a_gfx12_smoke_pass_on_rocm_72_is_not_enough() {
     // Q21: the reporter's gfx1201 passed the VMM checks and still hung on a real request, so on
-    // gfx12 only a workload pass (check-build --exercise) lifts the legacy pool.
+    // gfx12 only an inference pass (check-build --exercise inference) lifts the legacy pool.
     let sb = Sandbox::new();
     let (code, plan) = plan_json(
         &mut sb.with_fake(TWO_GPUS, "pass-gfx1201", 2),
@@ -1078,7 +1087,7 @@ fn a_gfx12_smoke_pass_on_rocm_72_is_not_enough() {
     let f = flag(&plan, "GGML_HIP_NO_VMM").unwrap();
     assert_eq!(f["value"], "ON", "{plan:#}");
     assert!(
-        s(f, "reason").contains("workload") && s(f, "reason").contains("only a smoke pass"),
+        s(f, "reason").contains("inference") && s(f, "reason").contains("only a smoke pass"),
         "{f:#}"
     );
     assert!(s(f, "lift").contains("--exercise"), "{f:#}");
@@ -1107,7 +1116,7 @@ fn without_a_smoke_result_rocm_72_keeps_gfx1201_on_the_legacy_pool() {
     );
     assert!(
         s(f, "reason").starts_with(
-            "keep the legacy pool (llama.cpp's HIP default, Q1): VMM needs a measured workload"
+            "keep the legacy pool (llama.cpp's HIP default, Q1): VMM needs a measured inference"
         ),
         "{f:#}"
     );

@@ -974,7 +974,10 @@ fn a_hip_program_on_debians_rocm_runtime_with_kpack_code_packs_and_checks() {
         "#include <hip/hip_runtime.h>\n#include <stdio.h>\nint main(void) {\n  int v = 0;\n  hipError_t e = hipRuntimeGetVersion(&v);\n  printf(\"version: 1 (HIP runtime %d, %s)\\n\", v, hipGetErrorName(e));\n  return 0;\n}\n",
     )
     .unwrap();
+    // Debian's hipcc picks the NVIDIA platform when an nvcc is on PATH (the test run puts PyPI's
+    // there): ask for AMD, as gpuprobe's own probe build does.
     run(Command::new(&hipcc)
+        .env("HIP_PLATFORM", "amd")
         .args(["--offload-arch=gfx1030", "-o", "bin/llama-cli", "cli.hip"])
         .arg("-Wl,-rpath,$ORIGIN")
         .current_dir(&build));

@@ -957,7 +957,6 @@ const SHORT_OF_TWO: &[&str] = &[
     "vmm-set-access-failed",
     "vmm-map-failed",
     "hip-vmm-invalid-argument",
-    "hip-vmm-failure",
     "hip-no-code-objects",
     "cuda-kernel-image-invalid",
     "nvcc-arch-from-failed-detection",
@@ -970,16 +969,12 @@ const SHORT_OF_TWO: &[&str] = &[
     "graph-capture-failed",
     "ggml-cuda-error",
     "nvidia-xid-8",
-    "nvidia-xid",
     "amd-comgr-segfault",
     "cmake-cuda-plain-12x-rejected",
     "llama-option-deprecated",
     "nvcc-host-compiler-unsupported",
-    "cuda-driver-library-not-found",
     "cuda-peer-access-failed",
     "cuda-row-split-broadcast-assert",
-    "vulkan-device-lost",
-    "amdgpu-ring-timeout",
 ];
 
 fn variants() -> Vec<Variant> {

@@ -958,7 +958,6 @@ const SHORT_OF_TWO: &[&str] = &[
     "vmm-map-failed",
     "hip-vmm-invalid-argument",
     "hip-no-code-objects",
-    "cuda-kernel-image-invalid",
     "nvcc-arch-from-failed-detection",
     "ptxas-needs-arch-specific-target",
     "cmake-cuda-architectures-invalid",
@@ -967,13 +966,9 @@ const SHORT_OF_TWO: &[&str] = &[
     "cuda-forward-compat-unsupported",
     "math-library-invalid-device-function",
     "graph-capture-failed",
-    "ggml-cuda-error",
     "nvidia-xid-8",
     "amd-comgr-segfault",
     "cmake-cuda-plain-12x-rejected",
-    "llama-option-deprecated",
-    "nvcc-host-compiler-unsupported",
-    "cuda-peer-access-failed",
     "cuda-row-split-broadcast-assert",
 ];
 

@@ -141,7 +141,7 @@ impl Rules {
                     line: li,
                 };
                 // A saved file's header or a pasted report's heading, not log output.
-                if line.trim_start().starts_with('#') || claimed.contains(&at) {
+                if super::pattern::is_comment(line) || claimed.contains(&at) {
                     continue;
                 }
                 let Some(ci) = self

@@ -277,7 +277,7 @@ pub fn parse(text: &str) -> BuildFacts {
         let line = raw.trim_end_matches(['\r', ' ', '\t']);
         // Comment lines (a saved file's header, a Markdown heading of a pasted report) are not
         // llama.cpp output.
-        if line.trim_start().starts_with('#') {
+        if super::pattern::is_comment(line) {
             continue;
         }
         let body = strip_log_prefix(line);

@@ -287,7 +287,7 @@ impl SignatureTable {
             let mut facts: Vec<(usize, usize)> = Vec::new();
             for (li, line) in src.lines.iter().enumerate() {
                 // A saved file's header or a pasted report's heading, not log output.
-                if line.trim_start().starts_with('#') {
+                if super::pattern::is_comment(line) {
                     continue;
                 }
                 for (ri, row) in self.rows.iter().enumerate() {

@@ -20,7 +20,10 @@ pub fn is_comment(line: &str) -> bool {
     let Some(rest) = line.trim_start().strip_prefix('#') else {
         return false;
     };
-    let begins = |w: &str| rest.get(..w.len()).is_some_and(|p| p.eq_ignore_ascii_case(w));
+    let begins = |w: &str| {
+        rest.get(..w.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(w))
+    };
     !(begins("error") || begins("warning"))
 }
 
@@ -33,7 +36,9 @@ mod tests {
         assert!(is_comment("# source: https://example.org/1"));
         assert!(is_comment("## Relevant log output"));
         assert!(is_comment("#0  0x00007f ggml_abort ()"));
-        assert!(!is_comment("#error -- unsupported GNU version! gcc versions later than 13"));
+        assert!(!is_comment(
+            "#error -- unsupported GNU version! gcc versions later than 13"
+        ));
         assert!(!is_comment(" #error -- unsupported GNU version!"));
         assert!(!is_comment("#warning deprecated"));
         assert!(!is_comment("CUDA error: out of memory"));

@@ -1099,3 +1099,45 @@ fn every_signature_has_two_real_variants_or_is_named_short() {
         "these now have two real variants: remove them from SHORT_OF_TWO: {reached:?}"
     );
 }
+
+/// Widened patterns stay off their neighbours: real lines of a different failure, each close to
+/// a signature that was made tolerant of another era or wrapper, are not claimed by it.
+#[test]
+fn widened_signatures_do_not_claim_neighbouring_failures() {
+    let cases = [
+        (
+            "cuda-driver-library-not-found",
+            // ggml-org/llama.cpp#23522: a server-cuda13 image missing one of llama.cpp's own
+            // libraries, not the driver's.
+            "llama-router-gpu  | /app/llama-server: error while loading shared libraries: libllama-common.so.0: cannot open shared object file: No such file or directory",
+        ),
+        (
+            "amdgpu-ring-timeout",
+            // ROCm/ROCR-Runtime#180: an SDMA ring, not a compute or graphics ring.
+            "[  308.334535] [drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring sdma0 timeout, signaled seq=1255, emitted seq=1257",
+        ),
+        (
+            "cuda-peer-access-failed",
+            // ggml-org/llama.cpp#5347: peer access enabled twice, not refused by the driver.
+            "CUDA error: peer access is already enabled",
+        ),
+        (
+            "cuda-row-split-broadcast-assert",
+            // ggml-org/llama.cpp#21876: tensor split mode, a different split path.
+            "GGML_ASSERT(split_state.n_segments == 1) failed",
+        ),
+        (
+            "hip-msvc-cmath-clash",
+            // ROCm/HIPIFY#80: libstdc++'s constexpr math against clang's CUDA headers on Linux.
+            "/usr/lib/gcc/x86_64-linux-gnu/8/../../../../include/c++/8/cmath:642:3: error: constexpr function 'isnormal' without __host__ or __device__ attributes cannot overload __device__ function with same signature.  Add a __host__ attribute, or build with -fno-cuda-host-device-constexpr.",
+        ),
+    ];
+    for (id, line) in cases {
+        let r = Case::new(vec![text("neighbour.log", &format!("{line}\n"))]).judge();
+        let want = format!("log-{id}");
+        assert!(
+            !r.findings.iter().any(|f| f.id == want),
+            "{want} claimed a different failure: {line}"
+        );
+    }
+}

@@ -18,6 +18,29 @@ if [ ! -x "$venv/bin/kubernetes-validate" ] || [ "$(cat "$venv/.gpuprobe-k8s-too
     echo "$tool" > "$venv/.gpuprobe-k8s-tools"
 fi
 status=0
+# The node dumps `--from` reads in the tests: each node of each list must be a valid Node, so the
+# fixtures keep the shape `kubectl get nodes -o json` prints (the validator has no schema for
+# the List wrapper itself).
+nodes_dir=$(mktemp -d)
+trap 'rm -rf "$nodes_dir"' EXIT
+python3 - "$nodes_dir" "$root"/tests/fixtures/kubectl-nodes/*.json <<'PY'
+import json, sys
+out = sys.argv[1]
+for path in sys.argv[2:]:
+    dump = json.load(open(path))
+    items = dump["items"] if dump.get("kind") == "List" else [dump]
+    for i, item in enumerate(items):
+        name = path.rsplit("/", 1)[-1].removesuffix(".json")
+        with open(f"{out}/{name}-{i}.json", "w") as f:
+            json.dump(item, f)
+PY
+for version in 1.30.0 1.34.0; do
+    for f in "$nodes_dir"/*.json; do
+        if ! "$venv/bin/kubernetes-validate" --strict --kubernetes-version "$version" "$f"; then
+            status=1
+        fi
+    done
+done
 for version in 1.30.0 1.34.0; do
     for f in "$root"/deploy/*.yaml; do
         if ! "$venv/bin/kubernetes-validate" --strict --kubernetes-version "$version" "$f"; then

@@ -199,9 +199,10 @@ pub struct CmakeFlagsArgs {
     #[arg(long, value_name = "LIST")]
     pub machine: Option<String>,
     /// Evidence and reports: a `gpuprobe detect --json` report, a `check-build --exercise --json`
-    /// document, or a directory of them; repeatable. Without --targets/--machine, one report is the
-    /// machine to plan for and several reports plan for the union of their GPUs; with them, the
-    /// documents are only evidence (measured passes that let HIP VMM on).
+    /// document, a `kubectl get nodes -o json` dump of nodes labelled by `detect --format nfd`, or
+    /// a directory of them; repeatable. Without --targets/--machine, one report is the machine to
+    /// plan for and several reports (or labelled nodes) plan for the union of their GPUs; with
+    /// them, the documents are only evidence (measured passes that let HIP VMM on).
     #[arg(long, value_name = "PATH")]
     pub from: Vec<PathBuf>,
     /// A llama.cpp source tree: the options it declares and (from git or an sdist) its build number.
@@ -366,8 +367,9 @@ pub struct WorkflowArgs {
     /// Operating systems to build on, comma-separated: linux, windows.
     #[arg(long, value_name = "LIST", default_value = "linux")]
     pub os: String,
-    /// Evidence: `gpuprobe detect --json` reports and `check-build --exercise --json` documents
-    /// (files or directories of them; repeatable). A HIP target gets the VMM pool only where a
+    /// Evidence: `gpuprobe detect --json` reports, `check-build --exercise --json` documents and
+    /// `kubectl get nodes -o json` dumps of nodes labelled by `detect --format nfd` (files or
+    /// directories of them; repeatable). A HIP target gets the VMM pool only where a
     /// measured pass for its architecture on that ROCm series and OS is among them (or shipped in
     /// profiles/measured.toml).
     #[arg(long, value_name = "PATH")]

@@ -45,7 +45,7 @@ pub fn machine_gpus(k: &Knowledge, list: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// What several reports have in common, for one plan.
+/// What several reports (or labelled nodes) have in common, for one plan.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fleet {
     /// The union of their GPU architectures (known ones), in order of appearance.
@@ -54,16 +54,62 @@ pub struct Fleet {
     pub os: Option<Os>,
     /// Their HIP runtime series, where all agree.
     pub hip_series: Option<Version>,
+    /// Architectures no plan can be made for, each with the machine that has it (named, since
+    /// a fleet's GPU left out of the plan is not fine because it is unknown).
+    pub unknown: Vec<String>,
 }
 
-/// Several reports without --targets: a fleet. The union of their GPU architectures, their OS
-/// and HIP runtime series where all reports agree.
-pub fn fleet(k: &Knowledge, reports: &[&Report]) -> Result<Fleet> {
+/// One machine of a fleet: a detect report, or a node's labels.
+#[derive(Debug, Clone)]
+pub struct Member {
+    /// Where it came from, for the notes: a file, or a file and node.
+    pub origin: String,
+    pub archs: Vec<String>,
+    pub os: Os,
+    pub hip_runtime: Option<String>,
+}
+
+impl Member {
+    pub fn of_report(r: &Report, origin: &str) -> Member {
+        Member {
+            origin: origin.to_string(),
+            archs: r.devices.iter().map(|d| d.arch.clone()).collect(),
+            os: Os::from_host(&r.host.os),
+            hip_runtime: r
+                .backends
+                .iter()
+                .find(|b| b.backend == Backend::Hip)
+                .and_then(|b| b.runtime_version.clone()),
+        }
+    }
+
+    pub fn of_node(n: &crate::node_labels::LabelledNode, origin: &str) -> Member {
+        Member {
+            origin: format!("{origin} node {}", n.name),
+            archs: n.archs.iter().map(|(a, _)| a.clone()).collect(),
+            os: n.os,
+            hip_runtime: n.runtime(Backend::Hip).map(str::to_string),
+        }
+    }
+}
+
+/// Several machines without --targets: a fleet. The union of their GPU architectures, their OS
+/// and HIP runtime series where all agree.
+pub fn fleet(k: &Knowledge, members: &[Member]) -> Result<Fleet> {
     let mut archs: Vec<String> = Vec::new();
-    for r in reports {
-        for d in &r.devices {
-            if k.targets.get(&d.arch).is_some() && !archs.contains(&d.arch) {
-                archs.push(d.arch.clone());
+    let mut unknown: Vec<String> = Vec::new();
+    for m in members {
+        for a in &m.archs {
+            if k.targets.get(a).is_some() {
+                if !archs.contains(a) {
+                    archs.push(a.clone());
+                }
+            } else {
+                unknown.push(format!(
+                    "{}: `{}` is no GPU architecture gpuprobe knows, so the plan does not cover it",
+                    m.origin,
+                    crate::neutral::inline(a)
+                ));
             }
         }
     }
@@ -74,12 +120,10 @@ pub fn fleet(k: &Knowledge, reports: &[&Report]) -> Result<Fleet> {
             "pass reports from machines whose GPUs were found, or declare --targets",
         ));
     }
-    let oses: Vec<Os> = crate::resolve::dedup(reports.iter().map(|r| Os::from_host(&r.host.os)));
-    let series: Vec<Option<Version>> = crate::resolve::dedup(reports.iter().map(|r| {
-        r.backends
-            .iter()
-            .find(|b| b.backend == Backend::Hip)
-            .and_then(|b| b.runtime_version.as_deref())
+    let oses: Vec<Os> = crate::resolve::dedup(members.iter().map(|m| m.os));
+    let series: Vec<Option<Version>> = crate::resolve::dedup(members.iter().map(|m| {
+        m.hip_runtime
+            .as_deref()
             .and_then(crate::evidence::series_of)
     }));
     Ok(Fleet {
@@ -89,6 +133,7 @@ pub fn fleet(k: &Knowledge, reports: &[&Report]) -> Result<Fleet> {
             [Some(v)] => Some(v.clone()),
             _ => None,
         },
+        unknown,
     })
 }
 

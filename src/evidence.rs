@@ -16,6 +16,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::node_labels::NodeDump;
 use crate::platform::Os;
 use crate::report::{Backend, Report, SmokeOutcome};
 use crate::version::Version;
@@ -28,8 +29,9 @@ pub const BUNDLED_MEASURED: &str = include_str!("../profiles/measured.toml");
 
 /// Most documents one `--from` may bring in (a directory of a fleet's reports counts each file).
 const MAX_DOCUMENTS: usize = 4096;
-/// Largest document read; a detect report of a 16-GPU machine is a few hundred KiB.
-const MAX_DOCUMENT_BYTES: u64 = 8 << 20;
+/// Largest document read; a detect report of a 16-GPU machine is a few hundred KiB, a
+/// `kubectl get nodes -o json` dump some 10-30 KiB per node (its image lists dominate).
+const MAX_DOCUMENT_BYTES: u64 = 32 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -176,6 +178,39 @@ impl Evidence {
             Document::Report(r) => self.add_report(r, origin),
             Document::Exercise(e) => self.add_exercise(e, origin),
             Document::Inference(i) => self.add_inference(i, origin),
+            Document::Nodes(n) => self.add_nodes(n, origin),
+        }
+    }
+
+    /// Smoke evidence per labelled node of a `kubectl get nodes -o json` dump: one record per
+    /// architecture with a smoke label (the worst outcome of that node's devices of it).
+    pub fn add_nodes(&mut self, dump: &NodeDump, origin: &str) {
+        for n in &dump.nodes {
+            for (arch, outcome) in &n.archs {
+                let Some(outcome) = outcome.filter(|_| crate::report::arch_known(arch)) else {
+                    continue;
+                };
+                let backend = if arch.starts_with("gfx") {
+                    Backend::Hip
+                } else {
+                    Backend::Cuda
+                };
+                let verdict = match outcome {
+                    SmokeOutcome::Pass => Verdict::Pass,
+                    SmokeOutcome::NotRun | SmokeOutcome::Partial => continue,
+                    _ => Verdict::Fail,
+                };
+                self.records.push(Record {
+                    arch: arch.clone(),
+                    backend,
+                    series: n.runtime(backend).and_then(series_of),
+                    os: n.os,
+                    level: Level::Smoke,
+                    verdict,
+                    origin: format!("{origin} node {}", n.name),
+                    detail: format!("smoke test {} (node label)", outcome.as_str()),
+                });
+            }
         }
     }
 
@@ -365,6 +400,8 @@ pub enum Document {
     Report(Report),
     Exercise(Exercise),
     Inference(InferenceEvidence),
+    /// A `kubectl get nodes -o json` dump of nodes labelled by `detect --format nfd`.
+    Nodes(NodeDump),
 }
 
 /// The part of a `gpuprobe.exercise/v1` document (written by `check-build --exercise --json`)
@@ -475,7 +512,7 @@ struct Measured {
 /// here, so a stricter loader replaces this one function.
 pub fn load_document(path: &Path) -> Result<Document> {
     let shown = path.display().to_string();
-    let fix = "pass a file written by `gpuprobe detect --json`, `gpuprobe check-build ./build --exercise --json` or `gpuprobe check-build ./build --exercise inference --output FILE`";
+    let fix = "pass a file written by `gpuprobe detect --json`, `gpuprobe check-build ./build --exercise --json` or `gpuprobe check-build ./build --exercise inference --output FILE`, or a `kubectl get nodes -o json` dump of nodes labelled by `gpuprobe detect --format nfd`";
     // Regular files only, bounded (a FIFO or device is refused rather than waited on).
     let text = crate::files::read_input(path, &shown, MAX_DOCUMENT_BYTES, fix)?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::Input {
@@ -484,6 +521,9 @@ pub fn load_document(path: &Path) -> Result<Document> {
         message: format!("not JSON: {e}"),
         fix: fix.into(),
     })?;
+    if crate::node_labels::is_node_dump(&value) {
+        return crate::node_labels::read(value, &shown).map(Document::Nodes);
+    }
     match value.get("schema").and_then(|s| s.as_str()).unwrap_or("") {
         crate::report::SCHEMA => Ok(Document::Report(Report::from_json(&text, &shown)?)),
         EXERCISE_SCHEMA => {
@@ -519,6 +559,29 @@ pub fn load_document(path: &Path) -> Result<Document> {
             fix,
         )),
     }
+}
+
+/// What the reader of a plan should know about the documents themselves: in a node dump, the
+/// nodes without gpuprobe's labels and each label that could not be read.
+pub fn document_notes(docs: &[(PathBuf, Document)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, d) in docs {
+        let Document::Nodes(n) = d else { continue };
+        if !n.unlabelled.is_empty() {
+            out.push(format!(
+                "{}: {} node(s) carry no gpuprobe labels and add nothing to the plan: {}",
+                path.display(),
+                n.unlabelled.len(),
+                n.unlabelled.join(", ")
+            ));
+        }
+        out.extend(
+            n.unread
+                .iter()
+                .map(|u| format!("{}: {u}; it is not used", path.display())),
+        );
+    }
+    out
 }
 
 /// Files named directly, plus every `*.json` directly inside a named directory (sorted), each

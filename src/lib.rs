@@ -17,6 +17,7 @@ pub mod host;
 pub mod inference;
 pub mod llama;
 pub mod neutral;
+pub mod node_labels;
 pub mod plan;
 pub mod platform;
 pub mod prebuilt;

@@ -621,7 +621,7 @@ fn an_input_over_the_limit_is_refused_naming_it() {
         err.contains("big.toml") && err.contains("larger than 4 MiB"),
         "{err}"
     );
-    // A `--from` document (8 MiB).
+    // A `--from` document (32 MiB).
     let big = sb.path("big.json");
     let f = std::fs::File::create(&big).unwrap();
     f.set_len((64 << 20) + 1).unwrap();

@@ -36,6 +36,9 @@ pub fn run(a: &CmakeFlagsArgs) -> Result<i32> {
     // --from: every document is evidence; without --targets/--machine the reports are also
     // what to plan for (one report: that machine; several: the union of their GPUs).
     let docs = crate::evidence::load_all(&a.from)?;
+    for n in crate::evidence::document_notes(&docs) {
+        super::note(&n);
+    }
     let evidence = crate::evidence::Evidence::with_documents(&docs)?;
     let report_owned: Report;
     let (devices, fleet_os, fleet_series) = match declared_devices(&k, a, &docs)? {
@@ -283,16 +286,17 @@ fn declared_devices<'a>(
         .iter()
         .filter_map(|(_, d)| match d {
             Document::Report(r) => Some(r),
-            Document::Exercise(_) | Document::Inference(_) => None,
+            Document::Exercise(_) | Document::Inference(_) | Document::Nodes(_) => None,
         })
         .collect();
+    let members = fleet_members(docs);
     let mut fleet_os: Option<Os> = None;
     let mut fleet_series: Option<Version> = None;
     let devices = if let Some(list) = &a.targets {
         Devices::Declared(k.targets.expand(list)?)
     } else if let Some(list) = &a.machine {
         Devices::Machine(machine_gpus(k, list)?)
-    } else if let [one] = reports.as_slice() {
+    } else if let ([one], 1) = (reports.as_slice(), members.len()) {
         let origin = docs
             .iter()
             .find(|(_, d)| matches!(d, Document::Report(_)))
@@ -303,8 +307,11 @@ fn declared_devices<'a>(
             report: one,
             mode: Mode::Report,
         }
-    } else if reports.len() > 1 {
-        let fleet = fleet(k, &reports)?;
+    } else if !members.is_empty() {
+        let fleet = fleet(k, &members)?;
+        for u in &fleet.unknown {
+            super::note(u);
+        }
         fleet_os = fleet.os;
         fleet_series = fleet.hip_series;
         Devices::Declared(fleet.archs)
@@ -319,6 +326,27 @@ fn declared_devices<'a>(
         return Ok(None);
     };
     Ok(Some((devices, fleet_os, fleet_series)))
+}
+
+/// Every machine the documents describe: each report, and each labelled node of a dump (whose
+/// unlabelled nodes and unreadable labels are named here, once).
+fn fleet_members(docs: &[(std::path::PathBuf, Document)]) -> Vec<crate::devices::Member> {
+    let mut members = Vec::new();
+    for (path, d) in docs {
+        let origin = path.display().to_string();
+        match d {
+            Document::Report(r) => members.push(crate::devices::Member::of_report(r, &origin)),
+            Document::Nodes(n) => {
+                members.extend(
+                    n.nodes
+                        .iter()
+                        .map(|node| crate::devices::Member::of_node(node, &origin)),
+                );
+            }
+            Document::Exercise(_) | Document::Inference(_) => {}
+        }
+    }
+    members
 }
 
 /// Probes this machine; finding no GPU is an error here (there is nothing to plan for).

@@ -16,8 +16,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::plan::Plan;
 use crate::report::{Report, SmokeOutcome};
 
-/// The label namespace: a sub-namespace of NFD's own, which its master accepts by default.
-pub const PREFIX: &str = "gpuprobe.feature.node.kubernetes.io";
+/// The label namespace (read back by `crate::node_labels`, which owns it).
+pub use crate::node_labels::PREFIX;
 
 /// NFD ignores a feature file larger than this.
 pub const MAX_FILE_BYTES: usize = 64 * 1024;
@@ -97,7 +97,9 @@ pub fn labels(report: &Report, plan: Option<&Plan>) -> BTreeMap<String, String> 
     l.insert("gpus".into(), report.devices.len().to_string());
     let mut smoke: BTreeMap<String, SmokeOutcome> = BTreeMap::new();
     for d in &report.devices {
-        let arch = value_of(&d.arch);
+        // The target, without HIP's feature suffix (`gfx90a:sramecc+:xnack-`): what a scheduler
+        // selects on and what llama.cpp builds for.
+        let arch = value_of(d.arch.split(':').next().unwrap_or(&d.arch));
         if arch.is_empty() {
             continue;
         }

@@ -49,7 +49,7 @@ impl Inputs {
         for n in &notes {
             note(n);
         }
-        let evidence = super::evidence_of(o)?;
+        let evidence = super::evidence_of(o, note)?;
         let (per_os, dropped) = targets_per_os(k, &targets, &oses)?;
         Ok(Inputs {
             oses,

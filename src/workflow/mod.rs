@@ -269,7 +269,10 @@ fn plans_per_os(k: &Knowledge, input: &inputs::Inputs) -> Result<Vec<(Os, Plan)>
 }
 
 /// The evidence the plans may use: `profiles/measured.toml` and the `--from` documents.
-fn evidence_of(o: &Options) -> Result<Evidence> {
+fn evidence_of(o: &Options, note: &mut dyn FnMut(&str)) -> Result<Evidence> {
     let docs = crate::evidence::load_all(&o.from)?;
+    for n in crate::evidence::document_notes(&docs) {
+        note(&n);
+    }
     Evidence::with_documents(&docs)
 }

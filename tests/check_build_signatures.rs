@@ -974,9 +974,6 @@ const SHORT_OF_TWO: &[&str] = &[
     // #19949 quotes it; other reports of a missing code object quote PyTorch's
     // hipErrorNoBinaryForGpu instead, from programs other than llama.cpp.
     "hip-no-code-objects",
-    // Reports of this CMake error found for llama.cpp quote the nvcc line instead
-    // (nvcc-unsupported-arch, nvcc-arch-from-failed-detection).
-    "cmake-cuda-architectures-invalid",
     // legacy-rocm-build#6120 (ollama, gfx1201) only; other invalid-device-function reports
     // are ggml's own `ROCm error` (hip-invalid-device-function) or PyTorch's.
     "math-library-invalid-device-function",

@@ -384,3 +384,75 @@ fn eras_read_from_real_trees_match_the_option_table() {
     }
     assert!(checked >= 10, "only {checked} builds");
 }
+
+/// The text of every CUDA backend source of a tree (ggml/src/ggml-cuda, its CMake file included).
+fn cuda_backend_text(tree: &Path) -> String {
+    fn walk(p: &Path, out: &mut String) {
+        let Ok(rd) = std::fs::read_dir(p) else { return };
+        for e in rd.flatten() {
+            let path = e.path();
+            let name = e.file_name().to_string_lossy().to_string();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if name.ends_with(".cu") || name.ends_with(".cuh") || name == "CMakeLists.txt" {
+                out.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
+                out.push('\n');
+            }
+        }
+    }
+    let mut s = String::new();
+    walk(&tree.join("ggml/src/ggml-cuda"), &mut s);
+    s
+}
+
+/// A log signature that proves a build range (`implies`) is right about real sources: no build
+/// outside the range holds the code that prints its line, and where the cache has builds inside
+/// the range, one of them does. The arch-not-compiled abort ends at 6287 (#15587; the cache holds
+/// builds on both sides). CMake's plain-12X rejection lives in 7538-7574 (#18361 to #18457; the
+/// text as #18457's diff removes it): no cached build falls inside, so only the outside is checked.
+#[test]
+fn build_ranges_proved_by_log_lines_agree_with_real_sources() {
+    let Some(dir) = require_sources() else { return };
+    let v: toml::Value = toml::from_str(include_str!("../profiles/log-signatures.toml")).unwrap();
+    let printers = [
+        (
+            "ggml-cuda-arch-not-compiled",
+            "ggml was not compiled with any CUDA arch <=",
+        ),
+        (
+            "cmake-cuda-plain-12x-rejected",
+            "Compute capability ${ARCH} used, use ${ARCH}a or ${ARCH}f",
+        ),
+    ];
+    let trees: Vec<(u64, String)> = builds(&dir)
+        .into_iter()
+        .map(|(b, t)| (b, cuda_backend_text(&t)))
+        .collect();
+    assert!(trees.len() >= 10, "only {} builds", trees.len());
+    for (id, needle) in printers {
+        let sig = v["signature"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"].as_str() == Some(id))
+            .unwrap_or_else(|| panic!("no signature {id}"));
+        let bound = |k: &str| sig["implies"].get(k).and_then(|x| x.as_integer());
+        let min = bound("min_build").map_or(0, |x| x as u64);
+        let max = bound("max_build").map_or(u64::MAX, |x| x as u64);
+        assert!(min > 0 || max < u64::MAX, "{id} proves no build range");
+        let (mut inside, mut inside_has) = (0, 0);
+        for (build, text) in &trees {
+            let has = text.contains(needle);
+            if (min..=max).contains(build) {
+                inside += 1;
+                inside_has += usize::from(has);
+            } else {
+                assert!(!has, "{id}: build {build} prints it, outside {min}..={max}");
+            }
+        }
+        assert!(
+            inside == 0 || inside_has > 0,
+            "{id}: none of the {inside} builds in {min}..={max} prints it"
+        );
+    }
+}

@@ -242,7 +242,8 @@ fn read_label<'a>(label: &str, value: &'a str) -> Label<'a> {
         "cuda-runtime" => Label::Runtime(Backend::Cuda, value),
         "hip-runtime" => Label::Runtime(Backend::Hip, value),
         "gpuprobe-version" | "gpus" | "cuda-driver" | "hip-driver" | "backend" | "llama-build"
-        | "build-groups" | "build-group" | "vmm-build" => Label::Known,
+        | "build-groups" | "build-group" | "vmm-build" | "prebuilt" | "prebuilt-build"
+        | "prebuilt-companion" => Label::Known,
         l if l.starts_with("build-group.") || l.starts_with("vmm-build.") => Label::Known,
         _ => Label::Unread("is not one gpuprobe writes"),
     }

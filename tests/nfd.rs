@@ -259,3 +259,35 @@ fn the_file_written_on_the_h200_is_what_nfd_reads() {
         Some("580.159.04")
     );
 }
+
+#[test]
+fn the_prebuilt_label_is_the_asset_gpuprobe_prebuilt_chooses() {
+    let dump = "tests/fixtures/dumps/nvidia-h200-driver580.json";
+    let out = replay_nfd(dump, &[]);
+    assert!(out.status.success());
+    let file = String::from_utf8(out.stdout).unwrap();
+    let (labels, _) = nfd_reads(&file).unwrap_or_else(|e| panic!("{e}\n{file}"));
+    let chosen = common::gpuprobe()
+        .args(["prebuilt", "--format", "json", "--os", "linux"])
+        .env("GPUPROBE_REPLAY", fixture(dump))
+        .output()
+        .unwrap();
+    let outcome: serde_json::Value = serde_json::from_slice(&chosen.stdout).unwrap();
+    let name = outcome["choice"]["name"]
+        .as_str()
+        .expect("an asset fits the H200");
+    assert_eq!(
+        labels.get("prebuilt").map(String::as_str),
+        Some(name),
+        "{file}"
+    );
+    assert_eq!(
+        labels.get("prebuilt-companion").map(String::as_str),
+        outcome["choice"]["companion"]["name"].as_str(),
+        "{file}"
+    );
+    assert_eq!(
+        labels.get("prebuilt-build").map(String::as_str),
+        Some(outcome["llama_build"].to_string().as_str())
+    );
+}

@@ -467,7 +467,15 @@ fn nfd_file(report: &Report, expiry_hours: f64) -> Result<String> {
         .into());
     }
     let plan = plan_for_node(report);
-    let labels = crate::emit::nfd::labels(report, plan.as_ref());
+    let mut labels = crate::emit::nfd::labels(report, plan.as_ref());
+    if let Some((build, asset)) = super::prebuilt::for_node(report) {
+        crate::emit::nfd::add_prebuilt(
+            &mut labels,
+            build,
+            &asset.name,
+            asset.companion.as_ref().map(|c| c.name.as_str()),
+        );
+    }
     let file = crate::emit::nfd::feature_file(
         &labels,
         std::time::SystemTime::now(),

@@ -124,34 +124,10 @@ pub fn run(a: &PrebuiltArgs) -> Result<i32> {
     if wsl {
         super::note("WSL: Linux assets, on the Windows driver");
     }
-    let gpus: Vec<Gpu> = match &devices {
-        Devices::Declared(names) | Devices::Machine(names) => names
-            .iter()
-            .map(|n| Gpu {
-                arch: n.clone(),
-                vendor: crate::targets::vendor_of_name(n),
-            })
-            .collect(),
-        Devices::Measured { report, .. } => report
-            .devices
-            .iter()
-            .map(|d| Gpu {
-                arch: d.arch.clone(),
-                vendor: Some(d.vendor),
-            })
-            .collect(),
-    };
+    let gpus = gpus_of(&devices);
     let driver = match (&driver_given, report) {
         (Some(v), _) => Driver::from_version(v, a.driver.as_deref().unwrap_or_default(), os),
-        (None, Some(r)) => match crate::host::toolkit::driver_cuda(r) {
-            Some(cuda) => Driver {
-                cuda: Some(cuda),
-                at_least: false,
-                module: crate::host::toolkit::driver_module(r),
-                source: "measured".into(),
-            },
-            None => Driver::unknown(),
-        },
+        (None, Some(r)) => measured_driver(r),
         (None, None) => Driver::unknown(),
     };
     let docs: Vec<(std::path::PathBuf, Document)> = Vec::new();
@@ -193,6 +169,67 @@ pub fn run(a: &PrebuiltArgs) -> Result<i32> {
     } else {
         crate::error::exit::PROBLEM
     })
+}
+
+/// The GPUs an asset must run on.
+fn gpus_of(devices: &Devices<'_>) -> Vec<Gpu> {
+    match devices {
+        Devices::Declared(names) | Devices::Machine(names) => names
+            .iter()
+            .map(|n| Gpu {
+                arch: n.clone(),
+                vendor: crate::targets::vendor_of_name(n),
+            })
+            .collect(),
+        Devices::Measured { report, .. } => report
+            .devices
+            .iter()
+            .map(|d| Gpu {
+                arch: d.arch.clone(),
+                vendor: Some(d.vendor),
+            })
+            .collect(),
+    }
+}
+
+/// The NVIDIA driver a report measured (its CUDA version and kernel module), or unknown.
+fn measured_driver(r: &Report) -> Driver {
+    match crate::host::toolkit::driver_cuda(r) {
+        Some(cuda) => Driver {
+            cuda: Some(cuda),
+            at_least: false,
+            module: crate::host::toolkit::driver_module(r),
+            source: "measured".into(),
+        },
+        None => Driver::unknown(),
+    }
+}
+
+/// The Linux release asset `gpuprobe prebuilt` would choose for a measured node, at the newest
+/// build gpuprobe read, with that build's number; None where none fits or the table cannot be
+/// read (a label is then left out: the node still gets every measured label).
+pub(super) fn for_node(report: &Report) -> Option<(u64, crate::prebuilt::Candidate)> {
+    let table = AssetTable::bundled().ok()?;
+    let k = Knowledge::load().ok()?;
+    let build = table.newest_sample();
+    let devices = Devices::Measured {
+        report,
+        mode: Mode::Report,
+    };
+    let evidence = Evidence::bundled().ok()?;
+    let q = Query {
+        gpus: gpus_of(&devices),
+        os: AssetOs::Linux,
+        cpu: Cpu::here()?,
+        build,
+        driver: measured_driver(report),
+    };
+    let wsl = report.host.os == "wsl";
+    let mut advise = |asset: &crate::prebuilt::table::Asset| {
+        advice::advise(&k, &devices, &evidence, AssetOs::Linux, wsl, build, asset)
+    };
+    let outcome = choose(&table, &q, &mut advise).ok()?;
+    outcome.choice.map(|c| (build, c))
 }
 
 /// The `gpuprobe cmake-flags` command for the same GPUs and build, ready to paste.

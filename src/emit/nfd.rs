@@ -151,6 +151,25 @@ pub fn labels(report: &Report, plan: Option<&Plan>) -> BTreeMap<String, String> 
     l
 }
 
+/// The release asset `gpuprobe prebuilt` picks for the node (and the companion to unpack next to
+/// it), at `build`. A name that is not label syntax is left out rather than mangled: a mangled
+/// asset name would not download.
+pub fn add_prebuilt(
+    labels: &mut BTreeMap<String, String>,
+    build: u64,
+    asset: &str,
+    companion: Option<&str>,
+) {
+    if !value_ok(asset) || companion.is_some_and(|c| !value_ok(c)) {
+        return;
+    }
+    labels.insert("prebuilt".into(), asset.to_string());
+    labels.insert("prebuilt-build".into(), build.to_string());
+    if let Some(c) = companion {
+        labels.insert("prebuilt-companion".into(), c.to_string());
+    }
+}
+
 /// The whole feature file: a header that says what wrote it, the expiry directive (NFD drops
 /// the labels once it passes, so a node that stops re-probing loses stale measurements), and
 /// one line per label.

@@ -8,7 +8,9 @@
 //! GPUs of an architecture the quirk covers.
 
 use super::corpus::Quote;
-use super::judge::{Finding, Input, Level, PlanGroup, PlanSummary, rebuild_command};
+use super::finding::{Finding, Level};
+use super::input::Input;
+use super::plan_summary::{PlanGroup, PlanSummary, rebuild_command};
 use super::signatures::{Class, FixKind, Hit, Signature, Spec};
 use crate::emit::sh_quote;
 use crate::llama::LlamaTarget;
@@ -16,6 +18,12 @@ use crate::plan::{Flag, Plan};
 use crate::quirks::{Condition, Context, Evaluation, Field, Quirk, SmokeCondition, Tri};
 use crate::report::{Backend, Vendor};
 use crate::version::Version;
+
+/// First build with #23907 ("reserve space for quantize kv-cache at startup", `f8f0a47a5`):
+/// flash attention's K/V conversion buffers no longer grow the legacy pool
+/// (`ggml_cuda_pool_leg` in ggml/src/ggml-cuda/ggml-cuda.cu; the reservation moved into the FA op).
+/// Quirk Q2 names it in its advice; its build range is not a match condition there.
+pub const FA_RESERVE_BUILD: u64 = 9489;
 
 /// One place a quirk is evaluated: a machine device, or a device the build listed.
 #[derive(Debug, Clone)]
@@ -413,7 +421,7 @@ fn legacy_pool_fix(scene: &Scene<'_>, group: Option<&PlanGroup>, fix: &mut Fix) 
     }
     let mut advice =
         vec!["run with an f16 KV cache (-ctk f16 -ctv f16) or a smaller context (-c)".to_string()];
-    let reserve = super::judge::FA_RESERVE_BUILD;
+    let reserve = FA_RESERVE_BUILD;
     let this = match scene.input.build.value {
         Some(n) => format!("this is build {n}"),
         None => {
@@ -1096,14 +1104,14 @@ fn quirk_evidence(scene: &Scene<'_>, q: &Quirk, subjects: &[&Subject]) -> Vec<Qu
 /// The legacy-pool advice's reason, with what this build has of #23907.
 fn legacy_reason(reason: &str, build: Option<u64>) -> String {
     match build {
-        Some(b) if b < super::judge::FA_RESERVE_BUILD => format!(
+        Some(b) if b < FA_RESERVE_BUILD => format!(
             "{reason} This build ({b}) predates #23907 (build {}).",
-            super::judge::FA_RESERVE_BUILD
+            FA_RESERVE_BUILD
         ),
         Some(b) => format!("{reason} This build ({b}) has #23907, which removes the worst of it."),
         None => format!(
             "{reason} The build number is unknown: pass --llama-build to know whether it has #23907 (build {}).",
-            super::judge::FA_RESERVE_BUILD
+            FA_RESERVE_BUILD
         ),
     }
 }

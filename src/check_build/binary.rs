@@ -6,7 +6,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::corpus::Corpus;
-use super::{Finding, Level, Machine, runner};
+use super::finding::{Finding, Level};
+use super::machine::Machine;
+use super::runner;
 use crate::error::Result;
 use crate::plan::Mode;
 use crate::profiles::Knowledge;

@@ -7,7 +7,7 @@
 use serde::Deserialize;
 
 use super::corpus::{At, Corpus, Quote};
-use super::judge::{Finding, Level};
+use super::finding::{Finding, Level};
 use crate::llama::LlamaTarget;
 use crate::llama::options::OptionTable;
 use crate::report::Backend;

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use goblin::elf::Elf;
 
-use super::judge::{Finding, Level};
+use super::finding::{Finding, Level};
 use crate::report::Backend;
 use crate::version::Version;
 

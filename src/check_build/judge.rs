@@ -4,232 +4,19 @@
 //! record that applies at run time.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::attribute::{self, Scene, Subject};
-use super::corpus::{Corpus, Quote};
+use super::corpus::Quote;
+use super::finding::{Finding, Level};
+use super::input::Input;
 use super::parse::{BuildFacts, CUDA_FAMILY, DeviceLine};
-use super::signatures::Hit;
-use crate::emit::sh_quote;
+use super::plan_summary::{PlanGroup, PlanSummary, rebuild_command, summarise};
 use crate::llama::LlamaTarget;
-use crate::plan::{Group, Mode, Plan};
-use crate::platform::Os;
-use crate::profiles::Knowledge;
-use crate::quirks::{Severity, SmokeCondition, ids};
-use crate::report::{Backend, Device, Report, SmokeOutcome};
+use crate::plan::{Mode, Plan};
+use crate::quirks::{SmokeCondition, ids};
+use crate::report::{Backend, Device, SmokeOutcome};
 use crate::resolve::{Devices, Request, resolve};
-
-/// First build with #23907 ("reserve space for quantize kv-cache at startup", `f8f0a47a5`):
-/// flash attention's K/V conversion buffers no longer grow the legacy pool
-/// (`ggml_cuda_pool_leg` in ggml/src/ggml-cuda/ggml-cuda.cu; the reservation moved into the FA op).
-/// Quirk Q2 names it in its advice; its build range is not a match condition there.
-pub const FA_RESERVE_BUILD: u64 = 9489;
-
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-#[schemars(transform = crate::report::accept_info)]
-pub enum Level {
-    /// Good to know; not a problem (documents may say `info`, the name before 0.2).
-    #[serde(alias = "info")]
-    Note,
-    /// A problem: the build works but has a known defect here, or is not what this machine should run.
-    Warning,
-    /// The build will fail, hang or crash here, or cannot use this machine's GPUs.
-    Error,
-}
-
-impl Level {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Level::Note => "note",
-            Level::Warning => "warning",
-            Level::Error => "error",
-        }
-    }
-
-    /// Quirk severity → finding level: critical is an error, high and medium are warnings.
-    pub fn of(s: Severity) -> Level {
-        match s {
-            Severity::Critical => Level::Error,
-            Severity::High | Severity::Medium => Level::Warning,
-            Severity::Low | Severity::Info => Level::Note,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
-pub struct Finding {
-    /// Stable identifier (`vmm-compiled-out`, `arch-missing`, `quirk-Q6`, ...).
-    pub id: String,
-    /// `info` (not a problem), `warning` or `error` (problems: exit 1).
-    #[serde(rename = "severity")]
-    pub level: Level,
-    pub title: String,
-    pub reason: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fix: Option<String>,
-    /// The `-DNAME=VALUE` flags the fix asks for; each is in the plan's line for these devices.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub flags: Vec<String>,
-    /// The `NAME=VALUE` runtime variables the fix asks to export.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub env: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub quirks: Vec<String>,
-    /// The devices concerned (`CUDA0 NVIDIA H200`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub devices: Vec<String>,
-    /// The input lines it rests on.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub evidence: Vec<Quote>,
-}
-
-impl Finding {
-    pub fn new(
-        id: &str,
-        level: Level,
-        title: impl Into<String>,
-        reason: impl Into<String>,
-    ) -> Self {
-        Finding {
-            id: id.into(),
-            level,
-            title: title.into(),
-            reason: reason.into(),
-            fix: None,
-            flags: Vec::new(),
-            env: Vec::new(),
-            quirks: Vec::new(),
-            devices: Vec::new(),
-            evidence: Vec::new(),
-        }
-    }
-    /// Records the flags the fix asks for, keeping only those in `g`'s line: a finding never asks
-    /// for a flag that the plan it quotes does not have.
-    pub fn asks(mut self, g: &PlanGroup, flags: impl IntoIterator<Item = String>) -> Self {
-        for fl in flags {
-            if g.cmake_args.contains(&fl) && !self.flags.contains(&fl) {
-                self.flags.push(fl);
-            }
-        }
-        self
-    }
-    pub fn evidence(mut self, quotes: impl IntoIterator<Item = Quote>) -> Self {
-        // By place, in a set: a log with 100k device lines stays linear.
-        let mut seen: std::collections::HashSet<(String, usize)> = self
-            .evidence
-            .iter()
-            .map(|q| (q.input.clone(), q.line))
-            .collect();
-        for q in quotes {
-            if seen.insert((q.input.clone(), q.line)) {
-                self.evidence.push(q);
-            }
-        }
-        self
-    }
-    pub fn fix(mut self, fix: impl Into<String>) -> Self {
-        self.fix = Some(fix.into());
-        self
-    }
-    pub fn quirks(mut self, ids: impl IntoIterator<Item = String>) -> Self {
-        for id in ids {
-            if !self.quirks.contains(&id) {
-                self.quirks.push(id);
-            }
-        }
-        self
-    }
-    pub fn devices(mut self, d: impl IntoIterator<Item = String>) -> Self {
-        self.devices.extend(d);
-        self
-    }
-}
-
-/// What is known about this machine.
-#[derive(Debug, Clone)]
-pub struct Machine<'a> {
-    pub report: &'a Report,
-    /// `probe` (measured now) or `report` (a saved `detect --json`).
-    pub mode: Mode,
-    /// How to name it in messages: `this machine's probe`, `report r.json`.
-    pub label: String,
-}
-
-/// The llama.cpp build number used for judging, and where it came from.
-#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
-pub struct BuildNumber {
-    pub value: Option<u64>,
-    #[schemars(with = "String")]
-    pub source: BuildSource,
-}
-
-/// Where the build number judged came from; written `--llama-build`, `version line` (the line
-/// that gave it), `output` or `unknown`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BuildSource {
-    /// `--llama-build N` overrides what the build reports.
-    Flag,
-    /// The kind of line that gave it (`version`, `bench`, ...).
-    Line(String),
-    Output,
-    Unknown,
-}
-
-impl std::fmt::Display for BuildSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BuildSource::Flag => f.write_str("--llama-build"),
-            BuildSource::Line(kind) => write!(f, "{kind} line"),
-            BuildSource::Output => f.write_str("output"),
-            BuildSource::Unknown => f.write_str("unknown"),
-        }
-    }
-}
-
-impl Serialize for BuildSource {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-pub struct Input<'a> {
-    pub facts: &'a BuildFacts,
-    pub build: BuildNumber,
-    pub knowledge: &'a Knowledge,
-    pub signatures: &'a super::signatures::SignatureTable,
-    pub machine: Option<Machine<'a>>,
-    pub os: Os,
-    /// Relevant environment variables set where check-build runs (quirk `env_set`).
-    pub env_set: Vec<String>,
-    /// How to get the commented build script, e.g. `gpuprobe cmake-flags --llama-build 11434`.
-    pub script_hint: String,
-    /// The text judged, for quoting.
-    pub corpus: &'a Corpus,
-    /// The signatures found in it.
-    pub hits: &'a [Hit],
-    /// The folder of the binary examined (for the `--exercise` command in fixes).
-    pub binary_dir: Option<String>,
-}
-
-/// What the resolver would build for this machine (or for the build's own devices).
-#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
-pub struct PlanSummary {
-    pub backend: Backend,
-    pub mode: Mode,
-    pub groups: Vec<PlanGroup>,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
-pub struct PlanGroup {
-    pub name: String,
-    pub targets: Vec<String>,
-    pub devices: Vec<u32>,
-    pub vmm: bool,
-    pub cmake_args: Vec<String>,
-}
 
 #[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct VmmVerdict {
@@ -321,33 +108,6 @@ fn measured_failure(d: &Device) -> bool {
         d.smoke.outcome,
         SmokeOutcome::Fail | SmokeOutcome::Hang | SmokeOutcome::Crash | SmokeOutcome::BadOutput
     )
-}
-
-/// `cmake -S llama.cpp -B build -D...` for one plan group, ready to paste.
-pub fn rebuild_command(g: &PlanGroup, script_hint: &str) -> String {
-    let args: Vec<String> = g.cmake_args.iter().map(|a| sh_quote(a)).collect();
-    format!(
-        "rebuild: cmake -S llama.cpp -B build {} && cmake --build build --config Release -j (the same flags with a reason for each: {script_hint})",
-        args.join(" ")
-    )
-}
-
-fn summarise(plan: &Plan) -> PlanSummary {
-    PlanSummary {
-        backend: plan.backend,
-        mode: plan.mode,
-        groups: plan
-            .groups
-            .iter()
-            .map(|g: &Group| PlanGroup {
-                name: g.name.clone(),
-                targets: g.targets.clone(),
-                devices: g.devices.clone(),
-                vmm: g.vmm,
-                cmake_args: g.cmake_args(),
-            })
-            .collect(),
-    }
 }
 
 pub fn judge(input: &Input<'_>) -> Judgement {
@@ -1518,12 +1278,5 @@ mod tests {
         assert_eq!(cuda_arch_code("sm_86"), Some(860));
         assert_eq!(cuda_arch_code("sm_120"), Some(1200));
         assert_eq!(cuda_arch_code("gfx1201"), None);
-    }
-
-    #[test]
-    fn quirk_levels() {
-        assert_eq!(Level::of(Severity::Critical), Level::Error);
-        assert_eq!(Level::of(Severity::High), Level::Warning);
-        assert_eq!(Level::of(Severity::Info), Level::Note);
     }
 }

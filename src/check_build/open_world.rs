@@ -11,7 +11,7 @@ use regex::Regex;
 use serde::Deserialize;
 
 use super::corpus::{At, Corpus, Quote};
-use super::judge::{Finding, Level};
+use super::finding::{Finding, Level};
 use super::pattern::compile;
 
 /// Longest run of unrecognised lines quoted per component and input; the rest are counted.

@@ -17,7 +17,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::judge::{Finding, Level};
+use super::finding::{Finding, Level};
 use super::parse;
 use crate::children::orchestrator::{self, Exit};
 use crate::error::Error;

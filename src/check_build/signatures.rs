@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::cmake_unused::UnusedVariable;
 use super::corpus::{At, Corpus, Quote};
-use super::judge::Level;
+use super::finding::Level;
 use super::kernel::{self, AmdFault, FaultKind};
 use super::open_world;
 use super::pattern::compile;

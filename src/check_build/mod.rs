@@ -7,9 +7,11 @@
 
 // The stages, in pipeline order: a module imports only from its own stage or earlier ones
 // (tests/architecture.rs holds the graph to that, and to no cycle).
-// 1. Read lines: the inputs as numbered lines, and the facts the build prints about itself.
+// 1. Read lines: the inputs as numbered lines (comments told from output), and the facts the
+// build prints about itself.
 pub mod corpus;
 pub mod parse;
+mod pattern;
 pub mod text;
 // 2. Facts about the build and the machine, and the finding every stage from here on gives.
 pub mod binary;
@@ -27,7 +29,6 @@ mod attribute;
 pub mod cmake_unused;
 pub mod input;
 pub mod open_world;
-mod pattern;
 pub mod signatures;
 // 4. Ranked findings.
 pub mod judge;

@@ -343,6 +343,14 @@ const ROWS: &[Row] = &[
     row("Q39", m("gfx1201"), L, Some("7.2.1"), B, Absent),
     row("Q39", t("gfx1201,gfx1100"), L, Some("7.2.1"), B, Possible),
     row("Q39", m("gfx1201,gfx1100"), W, Some("7.1"), B, Absent),
+    // Q42: ROCm 6.4.3 on gfx900/gfx906/gfx1031 (6.4.1 worked; Linux; no fixed release named).
+    row("Q42", t("gfx900"), L, Some("6.4.1"), B, Absent),
+    row("Q42", t("gfx900"), L, Some("6.4.3"), B, Applies),
+    row("Q42", t("gfx1031"), L, Some("6.4.3"), B, Applies),
+    row("Q42", t("gfx906"), L, Some("7.0"), B, Applies),
+    row("Q42", t("gfx1030"), L, Some("6.4.3"), B, Absent),
+    row("Q42", t("gfx1031"), W, Some("6.4.3"), B, Absent),
+    row("Q42", t("gfx1031"), L, None, B, Possible),
 ];
 
 fn report(arch: &str, count: u32, apu: bool, kernel: Option<&str>, rocm: &str) -> Report {

@@ -721,6 +721,20 @@ fn holds(k: &Check, plan: &Output, check: &Output) -> bool {
     }
 }
 
+/// A refused plan (exit 1 with refusals) prints no build script: the groups its JSON still
+/// lists are the refused request, not advice, so a `must_not` item about what a build carries
+/// (`flag`, `arch`, `env`, `omits`) cannot hold against it.
+fn refused_build(k: &Check, plan: &Output) -> bool {
+    let about_build = k.flag.is_some() || k.arch.is_some() || k.env.is_some() || k.omits.is_some();
+    about_build
+        && k.cmd == Cmd::CmakeFlags
+        && plan.exit == Some(1)
+        && plan
+            .json
+            .as_ref()
+            .is_some_and(|j| !array(j, "refusals").is_empty())
+}
+
 #[derive(Debug)]
 struct Verdict {
     score: Score,
@@ -742,7 +756,7 @@ fn score(e: &Expect, plan: &Output, check: &Output) -> Verdict {
     let harmful: Vec<String> = e
         .must_not
         .iter()
-        .filter(|k| holds(k, plan, check))
+        .filter(|k| holds(k, plan, check) && !refused_build(k, plan))
         .map(|k| format!("{} ({})", k.describe(), k.why))
         .collect();
     let score = if !harmful.is_empty() {
@@ -1119,6 +1133,16 @@ flag = "GGML_HIP_NO_VMM=OFF"
     assert_eq!(score(&e, &silent, &none).score, Score::Silent);
     // A usage error (no JSON) is silent, never right.
     assert_eq!(score(&e, &none, &none).score, Score::Silent);
+    // A refused plan prints no build: the refused group's flags are not advice.
+    let refused = out(
+        serde_json::json!({
+            "groups": [{"flags": [{"name": "GGML_HIP_NO_VMM", "value": "OFF"}], "env": []}],
+            "warnings": [{"severity": "high", "message": "Q3: offsets", "quirks": ["Q3"]}],
+            "notes": [], "refusals": [{"severity": "high", "message": "cannot build"}]
+        }),
+        1,
+    );
+    assert_eq!(score(&e, &refused, &none).score, Score::Partly);
 }
 
 #[test]

@@ -1413,6 +1413,10 @@ const TABLE: &[Row] = &[
     Row { targets: "gfx908,gfx1030", machine: true, rocm: Some("7.1.0"), os: Win, vmm_flag: Some("ON"), absent: &["Q39"], ..R },
     // Strix Halo page faults that follow the kernel/driver (Q40): Linux only.
     Row { targets: "gfx1151", rocm: Some("7.2.1"), vmm_flag: Some("ON"), applies: &["Q40"], ..R },
+    // ROCm 6.4.3 on GPUs outside its support list where 6.4.1 worked (Q42): Linux only.
+    Row { targets: "gfx900", rocm: Some("6.4.3"), vmm_flag: Some("ON"), applies: &["Q42"], ..R },
+    Row { targets: "gfx1031", rocm: Some("6.4.1"), vmm_flag: Some("ON"), absent: &["Q42"], ..R },
+    Row { targets: "gfx1031", rocm: Some("6.4.3"), os: Win, vmm_flag: Some("ON"), absent: &["Q42"], ..R },
     Row { targets: "gfx900", rocm: Some("7.2.1"), vmm_flag: Some("ON"), applies: &["Q14", "Q3"], ..R },
     Row { targets: "gfx906", rocm: Some("6.3"), vmm_flag: Some("ON"), applies: &["Q22"], absent: &["Q14"], ..R },
     Row { targets: "gfx1152", rocm: Some("7.13"), vmm_flag: Some("ON"), applies: &["Q11", "Q3"], absent: &["Q13", "Q20", "Q20-build", "Q11-gtt"], ..R },

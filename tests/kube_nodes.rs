@@ -309,3 +309,19 @@ fn hostile_names_and_labels_reach_the_terminal_neutralised() {
     assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "{err:?}");
     assert!(err.contains("evil"), "the node is still named: {err}");
 }
+
+#[test]
+fn the_h200_labels_plan_here_as_they_planned_on_the_h200() {
+    // On the H200: `detect --format nfd`, its labels put on a Node, and `cmake-flags --from` that
+    // node (tests/fixtures/nvidia-h200-driver580-nfd/{node,plan-from-node}.json). The same node
+    // read here must give the same groups.
+    let dir = "tests/fixtures/nvidia-h200-driver580-nfd";
+    let there: Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join(dir).join("plan-from-node.json")).unwrap(),
+    )
+    .unwrap();
+    let node = format!("{dir}/node.json");
+    let (here, _) = plan(&["--backend", "cuda", "--from", &node]);
+    assert_eq!(groups(&here), groups(&there));
+    assert_eq!(groups(&there), [("sm_90".to_string(), true)]);
+}

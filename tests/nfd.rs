@@ -291,3 +291,22 @@ fn the_prebuilt_label_is_the_asset_gpuprobe_prebuilt_chooses() {
         Some(outcome["llama_build"].to_string().as_str())
     );
 }
+
+#[test]
+fn the_real_h200_feature_file_names_the_asset_the_picker_chooses_for_its_report() {
+    let dir = "tests/fixtures/nvidia-h200-driver580-nfd";
+    let file = std::fs::read_to_string(fixture(&format!("{dir}/detect.nfd"))).unwrap();
+    let (labels, _) = nfd_reads(&file).unwrap_or_else(|e| panic!("{e}\n{file}"));
+    let chosen = common::gpuprobe()
+        .args(["prebuilt", "--format", "json", "--os", "linux", "--from"])
+        .arg(fixture(&format!("{dir}/detect.json")))
+        .output()
+        .unwrap();
+    let outcome: serde_json::Value = serde_json::from_slice(&chosen.stdout).unwrap();
+    assert_eq!(
+        labels.get("prebuilt").map(String::as_str),
+        outcome["choice"]["name"].as_str(),
+        "{file}"
+    );
+    assert!(labels.contains_key("prebuilt-companion"), "{file}");
+}

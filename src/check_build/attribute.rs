@@ -11,7 +11,7 @@ use super::corpus::Quote;
 use super::finding::{Finding, Level};
 use super::input::Input;
 use super::plan_summary::{PlanGroup, PlanSummary, rebuild_command};
-use super::signatures::{Class, FixKind, Hit, Signature, Spec};
+use super::signatures::{Class, FixKind, Hit, Signature, SignatureTable, Spec};
 use crate::emit::sh_quote;
 use crate::llama::LlamaTarget;
 use crate::plan::{Flag, Plan};
@@ -204,7 +204,7 @@ impl Scene<'_> {
         };
         match vendor
             .or(self.backend.map(|b| b.vendor()))
-            .or_else(|| vendor_named_by(hit))
+            .or_else(|| vendor_named_by(self.input.signatures, hit))
         {
             Some(v) => vec![stand_in(v, true)],
             None => vec![
@@ -230,7 +230,7 @@ impl Scene<'_> {
 }
 
 /// Whether some signature can show this quirk's symptom in a log.
-pub fn symptom_bearing(signatures: &super::signatures::SignatureTable, id: &str) -> bool {
+pub fn symptom_bearing(signatures: &SignatureTable, id: &str) -> bool {
     signatures
         .rows
         .iter()
@@ -457,12 +457,10 @@ fn legacy_pool_fix(scene: &Scene<'_>, group: Option<&PlanGroup>, fix: &mut Fix) 
     fix.text.push(advice.join("; "));
 }
 
-/// AMD, when a hit line names it by a prefix only HIP builds print (`ROCm error:`, `HipVMM
-/// Failure`), for logs with no device line. `CUDA error:` names nothing: HIP builds printed it
-/// too before the backend was renamed.
-fn vendor_named_by(hit: &Hit) -> Option<Vendor> {
-    let line = &hit.quotes.first()?.text;
-    (line.contains("ROCm error") || line.contains("HipVMM Failure")).then_some(Vendor::Amd)
+/// The vendor a hit's line names by what only its builds print (`[line_vendor]` in the table),
+/// for logs with no device line.
+fn vendor_named_by(signatures: &SignatureTable, hit: &Hit) -> Option<Vendor> {
+    signatures.line_vendor.named_by(&hit.quotes.first()?.text)
 }
 
 /// One finding per signature and input, for every failure the input shows.

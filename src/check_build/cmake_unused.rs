@@ -12,10 +12,32 @@ use crate::llama::LlamaTarget;
 use crate::llama::options::OptionTable;
 use crate::report::Backend;
 
-const HEADER: &str = "manually-specified variables were not used by the project";
-
 /// Longest list read under one header (CMake prints one name a line).
 const MAX_NAMES: usize = 200;
+
+/// `[cmake_unused]`: the line CMake prints above the names it did not use.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Heading {
+    pub heading: String,
+    pub sources: Vec<String>,
+}
+
+/// The heading to look for (lowercased: matched regardless of case) and the rows.
+#[derive(Debug, Clone, Default)]
+pub struct Table {
+    heading: Option<String>,
+    pub rows: Vec<UnusedVariable>,
+}
+
+impl Table {
+    pub fn new(heading: Option<String>, rows: Vec<UnusedVariable>) -> Self {
+        Table {
+            heading: heading.map(|h| h.to_ascii_lowercase()),
+            rows,
+        }
+    }
+}
 
 /// One `[[unused_variable]]` row.
 #[derive(Debug, Clone, Deserialize)]
@@ -52,13 +74,13 @@ impl UnusedVariable {
     }
 }
 
-/// The names listed under each header, with the line each is on.
-fn listed(corpus: &Corpus) -> Vec<(String, At)> {
+/// The names listed under each heading, with the line each is on.
+fn listed(corpus: &Corpus, heading: &str) -> Vec<(String, At)> {
     let mut out = Vec::new();
     for (ii, src) in corpus.sources.iter().enumerate() {
         let mut li = 0;
         while li < src.lines.len() {
-            if !src.lines[li].to_ascii_lowercase().contains(HEADER) {
+            if !src.lines[li].to_ascii_lowercase().contains(heading) {
                 li += 1;
                 continue;
             }
@@ -99,7 +121,7 @@ fn listed(corpus: &Corpus) -> Vec<(String, At)> {
 /// A warning for each listed name that the judged build does not declare.
 pub fn findings(
     corpus: &Corpus,
-    table: &[UnusedVariable],
+    table: &Table,
     options: &OptionTable,
     llama: &LlamaTarget,
     backend: Option<Backend>,
@@ -109,14 +131,20 @@ pub fn findings(
         .build
         .map_or("this llama.cpp build".to_string(), |b| format!("build {b}"));
     let mut out: Vec<Finding> = Vec::new();
-    for (name, at) in listed(corpus) {
+    let Some(heading) = table.heading.as_deref() else {
+        return out;
+    };
+    for (name, at) in listed(corpus, heading) {
         if llama.declares(options, &name)
             || out.iter().any(|f| f.title.contains(&format!("`{name}`")))
         {
             continue;
         }
         let quote: Vec<Quote> = corpus.quote(at).into_iter().collect();
-        let known = table.iter().find(|u| u.name.eq_ignore_ascii_case(&name));
+        let known = table
+            .rows
+            .iter()
+            .find(|u| u.name.eq_ignore_ascii_case(&name));
         let reason = match known {
             Some(u) => {
                 let option = u.option_for(backend).map_or(String::new(), |o| {
@@ -161,7 +189,8 @@ mod tests {
             "configure.log",
             "CMake Warning:\n  Manually-specified variables were not used by the project:\n\n    GGML_USE_VMM\n    LLAMA_CUBLAS\n\n\n-- Build files have been written to: /b\n",
         );
-        let names: Vec<(String, usize)> = listed(&c)
+        let heading = "manually-specified variables were not used by the project";
+        let names: Vec<(String, usize)> = listed(&c, heading)
             .into_iter()
             .map(|(n, a)| (n, a.line + 1))
             .collect();
@@ -172,5 +201,19 @@ mod tests {
                 ("LLAMA_CUBLAS".to_string(), 5)
             ]
         );
+    }
+
+    #[test]
+    fn the_bundled_table_names_cmakes_heading() {
+        let k = crate::profiles::Knowledge::bundled().expect("bundled");
+        let t = super::super::signatures::SignatureTable::bundled(&k.quirks).expect("load");
+        let heading = t.unused_variables.heading.as_deref().expect("a heading");
+        // The line as CMake prints it, capitalised: matched regardless of case.
+        let c = Corpus::single(
+            "configure.log",
+            "CMake Warning:\n  Manually-specified variables were not used by the project:\n\n    GGML_USE_VMM\n",
+        );
+        assert_eq!(listed(&c, heading).len(), 1);
+        assert!(!t.unused_variables.rows.is_empty());
     }
 }

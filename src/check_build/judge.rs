@@ -13,7 +13,7 @@ use super::input::Input;
 use super::parse::{BuildFacts, CUDA_FAMILY, DeviceLine};
 use super::plan_summary::{PlanGroup, PlanSummary, rebuild_command, summarise};
 use crate::llama::LlamaTarget;
-use crate::plan::{Mode, Plan};
+use crate::plan::{Group, Mode, Plan};
 use crate::quirks::{SmokeCondition, ids};
 use crate::report::{Backend, Device, SmokeOutcome};
 use crate::resolve::{Devices, Request, resolve};
@@ -110,20 +110,27 @@ fn measured_failure(d: &Device) -> bool {
     )
 }
 
-pub fn judge(input: &Input<'_>) -> Judgement {
+/// What the judge compares the build with: the build's backend, this machine's GPUs of it, the
+/// plan gpuprobe would build, and the scene the quirks are evaluated in.
+struct Setting<'a> {
+    backend_name: Option<String>,
+    backend: Option<Backend>,
+    ours: Vec<&'a Device>,
+    plan: Option<Plan>,
+    summary: Option<PlanSummary>,
+    scene: Scene<'a>,
+    vmm: VmmVerdict,
+}
+
+/// The setting of `input` (a backend that does not match this machine is a finding on the way).
+fn setting<'a>(input: &'a Input<'a>, out: &mut Vec<Finding>) -> Setting<'a> {
     let f = input.facts;
-    let mut out: Vec<Finding> = Vec::new();
-
-    // ---- the build number ---------------------------------------------------------------
-    judge_build_number(input, &mut out);
-
-    // ---- backend --------------------------------------------------------------------------
     let Backends {
         name: backend_name,
         backend,
         machine_gpus,
         ours,
-    } = backends(input, &mut out);
+    } = backends(input, out);
 
     // ---- the plan: what gpuprobe would build here ---------------------------------------------
     let llama = LlamaTarget {
@@ -158,7 +165,10 @@ pub fn judge(input: &Input<'_>) -> Judgement {
 
     // ---- VMM ------------------------------------------------------------------------------------
     let vmm = vmm_facts(input, backend_name.as_deref(), &ours);
-    let (compiled, evidence) = (vmm.compiled, vmm.evidence.clone());
+    let verdict = VmmVerdict {
+        compiled: vmm.compiled,
+        evidence: vmm.evidence.clone(),
+    };
     let scene = scene_of(
         input,
         (plan_backend, plan.as_ref()),
@@ -170,6 +180,32 @@ pub fn judge(input: &Input<'_>) -> Judgement {
         attribute::adjust_plan(&scene, p, &llama);
     }
     let summary = plan.as_ref().map(summarise);
+    Setting {
+        backend_name,
+        backend,
+        ours,
+        plan,
+        summary,
+        scene,
+        vmm: verdict,
+    }
+}
+
+pub fn judge(input: &Input<'_>) -> Judgement {
+    let mut out: Vec<Finding> = Vec::new();
+
+    // ---- the build number ---------------------------------------------------------------
+    judge_build_number(input, &mut out);
+
+    let Setting {
+        backend_name,
+        backend,
+        ours,
+        plan,
+        summary,
+        scene,
+        vmm,
+    } = setting(input, &mut out);
 
     let mut vmm_finding_cites_q2 = false;
     if let Some(b) = backend {
@@ -178,8 +214,7 @@ pub fn judge(input: &Input<'_>) -> Judgement {
             b,
             &ours,
             plan.as_ref(),
-            compiled,
-            &evidence,
+            (vmm.compiled, &vmm.evidence),
             &scene.vmm_quotes,
             &mut out,
             &mut vmm_finding_cites_q2,
@@ -213,7 +248,7 @@ pub fn judge(input: &Input<'_>) -> Judgement {
     Judgement {
         findings: out,
         plan: summary,
-        vmm: VmmVerdict { compiled, evidence },
+        vmm,
     }
 }
 
@@ -855,14 +890,20 @@ fn judge_vmm(
     b: Backend,
     ours: &[&Device],
     plan: Option<&Plan>,
-    compiled: Option<bool>,
-    evidence: &str,
+    (compiled, evidence): (Option<bool>, &str),
     quotes: &[Quote],
     out: &mut Vec<Finding>,
     cites_q2: &mut bool,
 ) {
     let start = out.len();
-    judge_vmm_inner(input, b, ours, plan, compiled, evidence, out, cites_q2);
+    match plan {
+        Some(plan) => {
+            for f in vmm_by_group(input, b, ours, plan, (compiled, evidence), cites_q2) {
+                out.push(f);
+            }
+        }
+        None => out.push(vmm_without_plan(input, b, compiled, evidence)),
+    }
     for f in &mut out[start..] {
         for q in quotes {
             if !f.evidence.contains(q) {
@@ -872,103 +913,67 @@ fn judge_vmm(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn judge_vmm_inner(
+/// Nothing to compare the build's pool with: say what the output shows.
+fn vmm_without_plan(
+    input: &Input<'_>,
+    b: Backend,
+    compiled: Option<bool>,
+    evidence: &str,
+) -> Finding {
+    match compiled {
+        Some(false) => Finding::new(
+            "vmm-compiled-out",
+            Level::Note,
+            "built without the VMM pool (legacy pool)",
+            format!("{evidence}; gpuprobe has neither measured devices of this backend nor their architectures, so it cannot tell whether VMM would be safe"),
+        ).fix("run check-build on the machine that runs llama.cpp, without --no-probe, or with --from REPORT.json").quirks([ids::LEGACY_POOL_CREEP.to_string()]),
+        Some(true) => Finding::new(
+            "vmm-compiled-in",
+            Level::Note,
+            "built with the VMM pool",
+            format!("{evidence}; gpuprobe has neither measured devices of this backend nor their architectures, so it cannot tell whether VMM is safe"),
+        ).fix("run check-build on the machine that runs llama.cpp, without --no-probe"),
+        None => vmm_unknown(b, input, evidence),
+    }
+}
+
+/// The build's pool against the plan's, one finding per plan group.
+fn vmm_by_group(
     input: &Input<'_>,
     b: Backend,
     ours: &[&Device],
-    plan: Option<&Plan>,
-    compiled: Option<bool>,
-    evidence: &str,
-    out: &mut Vec<Finding>,
+    plan: &Plan,
+    (compiled, evidence): (Option<bool>, &str),
     cites_q2: &mut bool,
-) {
+) -> Vec<Finding> {
     let vmm_flag = b.no_vmm_flag();
-    let Some(plan) = plan else {
-        // Nothing to compare with: say what the output shows.
-        match compiled {
-            Some(false) => out.push(Finding::new(
-                "vmm-compiled-out",
-                Level::Note,
-                "built without the VMM pool (legacy pool)",
-                format!("{evidence}; gpuprobe has neither measured devices of this backend nor their architectures, so it cannot tell whether VMM would be safe"),
-            ).fix("run check-build on the machine that runs llama.cpp, without --no-probe, or with --from REPORT.json").quirks([ids::LEGACY_POOL_CREEP.to_string()])),
-            Some(true) => out.push(Finding::new(
-                "vmm-compiled-in",
-                Level::Note,
-                "built with the VMM pool",
-                format!("{evidence}; gpuprobe has neither measured devices of this backend nor their architectures, so it cannot tell whether VMM is safe"),
-            ).fix("run check-build on the machine that runs llama.cpp, without --no-probe")),
-            None => out.push(vmm_unknown(b, input, evidence)),
-        }
-        return;
-    };
     let summary = summarise(plan);
     let here = if plan.mode == Mode::Targets {
         "for the devices the build lists"
     } else {
         "on this machine"
     };
-    // Per plan group: the devices (or targets) it covers.
+    let mut out = Vec::new();
     for (g, pg) in plan.groups.iter().zip(&summary.groups) {
-        let devs: Vec<&Device> = ours
-            .iter()
-            .copied()
-            .filter(|d| g.devices.contains(&d.index))
-            .collect();
-        let labels: Vec<String> = if devs.is_empty() {
-            g.targets.clone()
-        } else {
-            devs.iter().map(|d| label_machine(d)).collect()
-        };
-        let reason = g
-            .flag(vmm_flag)
-            .map(|f| f.reason.clone())
-            .unwrap_or_else(|| {
-                if g.vmm {
-                    "VMM is safe here".into()
-                } else {
-                    "keep the legacy pool".into()
-                }
-            });
-        let flag_quirks: Vec<String> = g
-            .flag(vmm_flag)
-            .map(|f| f.quirks.clone())
-            .unwrap_or_default();
-        let all_passed =
-            !devs.is_empty() && devs.iter().all(|d| d.smoke.outcome == SmokeOutcome::Pass);
-        let gv = GroupVmm {
-            pg,
-            devs,
-            labels,
-            reason,
-            flag_quirks,
-            all_passed,
-        };
-        match (compiled, g.vmm) {
+        let gv = group_vmm(g, pg, ours, vmm_flag);
+        out.push(match (compiled, g.vmm) {
             (Some(false), true) => {
                 *cites_q2 = true;
-                out.push(vmm_compiled_out(input, &gv, here, evidence, vmm_flag));
+                vmm_compiled_out(input, &gv, here, evidence, vmm_flag)
             }
-            (Some(true), false) => {
-                out.push(vmm_unsafe(input, &gv, plan.mode, here, evidence, vmm_flag));
-            }
-            (Some(c), v) if c == v => out.push(
-                Finding::new(
-                    "vmm-ok",
-                    Level::Note,
-                    if c {
-                        format!("built with the VMM pool, as gpuprobe would build it {here}")
-                    } else {
-                        format!(
-                            "built without VMM (legacy pool), as gpuprobe would build it {here}"
-                        )
-                    },
-                    format!("{evidence}; gpuprobe's plan: {}", gv.reason),
-                )
-                .quirks(gv.flag_quirks)
-                .devices(gv.labels),
-            ),
+            (Some(true), false) => vmm_unsafe(input, &gv, plan.mode, here, evidence, vmm_flag),
+            (Some(c), v) if c == v => Finding::new(
+                "vmm-ok",
+                Level::Note,
+                if c {
+                    format!("built with the VMM pool, as gpuprobe would build it {here}")
+                } else {
+                    format!("built without VMM (legacy pool), as gpuprobe would build it {here}")
+                },
+                format!("{evidence}; gpuprobe's plan: {}", gv.reason),
+            )
+            .quirks(gv.flag_quirks)
+            .devices(gv.labels),
             _ => {
                 // The plan's reason is quoted: so are the records it names.
                 let mut f = vmm_unknown(b, input, evidence).quirks(gv.flag_quirks);
@@ -978,9 +983,52 @@ fn judge_vmm_inner(
                     gv.reason
                 ));
                 f.devices = gv.labels;
-                out.push(f);
+                f
             }
-        }
+        });
+    }
+    out
+}
+
+/// A plan group as the VMM findings speak of it: the devices (or targets) it covers.
+fn group_vmm<'p>(
+    g: &Group,
+    pg: &'p PlanGroup,
+    ours: &[&'p Device],
+    vmm_flag: &str,
+) -> GroupVmm<'p> {
+    let devs: Vec<&Device> = ours
+        .iter()
+        .copied()
+        .filter(|d| g.devices.contains(&d.index))
+        .collect();
+    let labels: Vec<String> = if devs.is_empty() {
+        g.targets.clone()
+    } else {
+        devs.iter().map(|d| label_machine(d)).collect()
+    };
+    let reason = g
+        .flag(vmm_flag)
+        .map(|f| f.reason.clone())
+        .unwrap_or_else(|| {
+            if g.vmm {
+                "VMM is safe here".into()
+            } else {
+                "keep the legacy pool".into()
+            }
+        });
+    let flag_quirks: Vec<String> = g
+        .flag(vmm_flag)
+        .map(|f| f.quirks.clone())
+        .unwrap_or_default();
+    let all_passed = !devs.is_empty() && devs.iter().all(|d| d.smoke.outcome == SmokeOutcome::Pass);
+    GroupVmm {
+        pg,
+        devs,
+        labels,
+        reason,
+        flag_quirks,
+        all_passed,
     }
 }
 

@@ -108,7 +108,7 @@ pub fn check_corpus(
         binary_dir: opts.binary_dir.clone(),
     });
     let mut findings = judged.findings;
-    findings.extend(unrecognised(corpus, &hits, opts.signatures));
+    findings.extend(opts.signatures.unrecognised(corpus, &hits));
     findings.extend(cmake_unused::findings(
         corpus,
         &opts.signatures.unused_variables,
@@ -165,28 +165,6 @@ pub fn check_corpus(
         findings,
         summary,
     }
-}
-
-/// Failure-looking lines that no signature claims (see [`open_world`]).
-fn unrecognised(
-    corpus: &corpus::Corpus,
-    hits: &[signatures::Hit],
-    table: &signatures::SignatureTable,
-) -> Vec<Finding> {
-    let mut claimed = std::collections::BTreeSet::new();
-    let mut recognised = Vec::new();
-    for h in hits {
-        for n in 0..h.quotes.len().max(1) {
-            claimed.insert(corpus::At {
-                input: h.at.input,
-                line: h.at.line + n,
-            });
-        }
-        if table.rows[h.row].spec.class != signatures::Class::Fact {
-            recognised.push(h.at);
-        }
-    }
-    table.open_world.findings(corpus, &claimed, &recognised)
 }
 
 /// Compile-time features the output shows.

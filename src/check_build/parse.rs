@@ -267,12 +267,7 @@ pub fn is_gpu_backend(name: &str) -> bool {
 
 /// Parses all of `text`. Never fails.
 pub fn parse(text: &str) -> BuildFacts {
-    let mut f = BuildFacts::default();
-    let mut header_backend: Option<String> = None;
-    let mut after_list_header = false;
-    let mut version_rank = 0u8;
-    // What is already kept, by key: a hostile log of 100k device or feature lines stays linear.
-    let mut seen = Seen::default();
+    let mut r = Reading::default();
     for raw in text.lines() {
         let line = raw.trim_end_matches(['\r', ' ', '\t']);
         // Comment lines (a saved file's header, a Markdown heading of a pasted report) are not
@@ -281,27 +276,66 @@ pub fn parse(text: &str) -> BuildFacts {
             continue;
         }
         let body = strip_log_prefix(line);
-        let before = snapshot(&f, &seen);
+        let before = snapshot(&r.f, &r.seen);
+        r.version(body);
+        r.init(body);
+        r.device_lines(line, body);
+        r.device_list(body);
+        r.system_info(line, body);
+        if snapshot(&r.f, &r.seen) != before {
+            r.f.lines_recognised += 1;
+        }
+    }
+    if r.seen.beyond > 0 {
+        crate::neutral::eprintln(&format!(
+            "gpuprobe: note: the input lists more than {MAX_DEVICES} devices of one kind; {} device lines after those were not judged",
+            r.seen.beyond
+        ));
+    }
+    r.f
+}
 
+/// The facts so far, and what reading a line depends on from the lines before it.
+#[derive(Default)]
+struct Reading {
+    f: BuildFacts,
+    /// The backend of the last init header (`ggml_cuda_init: found 2 ROCm devices:`).
+    header_backend: Option<String>,
+    /// Inside the list after `Available devices:`.
+    after_list_header: bool,
+    /// How good the version source kept is (a `--version` line beats a log's build line).
+    version_rank: u8,
+    /// What is already kept, by key: a hostile log of 100k device or feature lines stays linear.
+    seen: Seen,
+}
+
+impl Reading {
+    /// The version, build number and compiler.
+    fn version(&mut self, body: &str) {
+        let f = &mut self.f;
         if let Some(v) = parse_version_line(body) {
-            take_version(&mut f, v, 3, &mut version_rank);
+            take_version(f, v, 3, &mut self.version_rank);
         } else if let Some(v) = parse_build_log_line(body) {
-            take_version(&mut f, v, 2, &mut version_rank);
+            take_version(f, v, 2, &mut self.version_rank);
         } else if let Some(v) = parse_bench_build_line(body) {
-            take_version(&mut f, v, 1, &mut version_rank);
+            take_version(f, v, 1, &mut self.version_rank);
         }
         if let Some((compiler, target)) = parse_built_with(body) {
             f.version.compiler.get_or_insert(compiler);
             f.version.target.get_or_insert(target);
         }
+    }
 
+    /// Backend start-up: its header, errors, flags, and the backends loaded.
+    fn init(&mut self, body: &str) {
+        let f = &mut self.f;
         if let Some(h) = parse_init_header(body) {
-            add_backend(&mut f, &h.backend);
-            header_backend = Some(h.backend.clone());
+            add_backend(f, &h.backend);
+            self.header_backend = Some(h.backend.clone());
             f.inits.push(h);
         }
         if let Some(e) = parse_init_error(body) {
-            add_backend(&mut f, &e.backend);
+            add_backend(f, &e.backend);
             if !f
                 .init_errors
                 .iter()
@@ -320,49 +354,61 @@ pub fn parse(text: &str) -> BuildFacts {
             && name != "CPU"
             && name != "RPC"
         {
-            add_backend(&mut f, &name);
+            add_backend(f, &name);
         }
-        if let Some(mut d) = parse_device_line(body, header_backend.as_deref()) {
+    }
+
+    /// The per-device lines a backend prints at start-up (CUDA family, Vulkan).
+    fn device_lines(&mut self, line: &str, body: &str) {
+        let (f, seen) = (&mut self.f, &mut self.seen);
+        if let Some(mut d) = parse_device_line(body, self.header_backend.as_deref()) {
             d.line = line.trim().to_string();
-            add_backend(&mut f, &d.backend);
+            add_backend(f, &d.backend);
             if seen.keep(f.devices.len()) && seen.devices.insert((d.backend.clone(), d.index)) {
                 f.devices.push(d);
             }
         }
         if let Some(d) = parse_vulkan_device(body) {
-            add_backend(&mut f, "Vulkan");
+            add_backend(f, "Vulkan");
             if seen.keep(f.devices.len()) && seen.devices.insert((d.backend.clone(), d.index)) {
                 f.devices.push(d);
             }
         }
+    }
 
+    /// `--list-devices`: the header, `(none)`, and each listed device.
+    fn device_list(&mut self, body: &str) {
+        let (f, seen) = (&mut self.f, &mut self.seen);
         if body.contains("Available devices:") {
             f.list_seen = true;
-            after_list_header = true;
-        } else if after_list_header && body.trim() == "(none)" {
+            self.after_list_header = true;
+        } else if self.after_list_header && body.trim() == "(none)" {
             f.list_none = true;
-            after_list_header = false;
+            self.after_list_header = false;
         } else if let Some(d) = parse_listed_device(body) {
             if d.gpu {
-                add_backend(&mut f, &d.backend);
+                add_backend(f, &d.backend);
             }
             if seen.keep(f.listed.len()) && seen.listed.insert(d.name.clone()) {
                 f.listed.push(d);
             }
         } else if !body.trim().is_empty() && !body.contains(':') {
-            after_list_header = false;
+            self.after_list_header = false;
         }
+    }
 
+    /// system_info's registries and features, and the buffers a run put on each device.
+    fn system_info(&mut self, line: &str, body: &str) {
+        let (f, seen) = (&mut self.f, &mut self.seen);
         if body.contains("system_info:") || body.contains("system info:") {
             f.system_info_seen = true;
         }
         for r in parse_registries(body) {
             if is_gpu_backend(&r.name) {
-                add_backend(&mut f, &r.name);
+                add_backend(f, &r.name);
             }
-            merge_registry(&mut f, &mut seen, r, line.trim());
+            merge_registry(f, seen, r, line.trim());
         }
-
         if let Some((name, backend)) = parse_buffer_line(body)
             && seen.keep(f.run_devices.len())
             && seen.run_devices.insert(name.clone())
@@ -373,18 +419,7 @@ pub fn parse(text: &str) -> BuildFacts {
                 line: line.trim().to_string(),
             });
         }
-
-        if snapshot(&f, &seen) != before {
-            f.lines_recognised += 1;
-        }
     }
-    if seen.beyond > 0 {
-        crate::neutral::eprintln(&format!(
-            "gpuprobe: note: the input lists more than {MAX_DEVICES} devices of one kind; {} device lines after those were not judged",
-            seen.beyond
-        ));
-    }
-    f
 }
 
 /// The most devices of one kind (started, listed, used by a run) kept from one input: far above

@@ -27,6 +27,18 @@ pub fn render_verbose(r: &CheckReport) -> String {
 
 fn render_with(r: &CheckReport, verbose: bool) -> String {
     let mut o = String::new();
+    render_input(r, &mut o);
+    render_build(r, &mut o);
+    render_machine(r, &mut o);
+    render_findings(r, verbose, &mut o);
+    render_summary(r, &mut o);
+    // Device names, versions and features come from the build's output: nothing from it reaches
+    // the terminal un-neutralised.
+    o.lines().map(|l| text::neutralise(l) + "\n").collect()
+}
+
+/// What was judged, and the runs of the program.
+fn render_input(r: &CheckReport, o: &mut String) {
     o.push_str(&format!(
         "gpuprobe check-build: {} ({})\n",
         r.input.path, r.input.kind
@@ -43,51 +55,19 @@ fn render_with(r: &CheckReport, verbose: bool) -> String {
             run.elapsed_ms as f64 / 1000.0
         ));
     }
+}
+
+/// The build as judged: version, compiler, backend, devices, pool, features, what was not shown.
+fn render_build(r: &CheckReport, o: &mut String) {
     o.push_str("\nllama.cpp build\n");
     let b = &r.build;
     let v = &r.extracted.version;
-    let number = match (b.number.value, v.reported_build) {
-        (Some(n), _) if b.number.source == BuildSource::Flag => {
-            format!("build {n} (from --llama-build)")
-        }
-        (Some(n), _) => format!("build {n}"),
-        (None, Some(0)) => "build unknown (it prints build 0: built without git)".into(),
-        (None, _) => "build unknown".into(),
-    };
-    let mut ver = Vec::new();
-    if let Some(s) = &b.semver {
-        ver.push(s.clone());
-    }
-    ver.push(number);
-    ver.push(format!(
-        "commit {}",
-        b.commit.as_deref().unwrap_or("unknown")
-    ));
-    o.push_str(&format!("  version     {}\n", ver.join(", ")));
+    o.push_str(&format!("  version     {}\n", version_words(r)));
     if let (Some(c), Some(t)) = (&v.compiler, &v.target) {
         o.push_str(&format!("  built with  {c} for {t}\n"));
     }
-    let backend = match (&b.backend, b.cpu_only) {
-        (Some(x), _) => {
-            let others: Vec<&String> = b.backends.iter().filter(|o| *o != x).collect();
-            if others.is_empty() {
-                x.clone()
-            } else {
-                format!(
-                    "{x} (also {})",
-                    others
-                        .iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            }
-        }
-        (None, true) => "none: CPU only (no GPU device listed)".into(),
-        (None, false) => "unknown".into(),
-    };
-    o.push_str(&format!("  backend     {backend}\n"));
-    render_build_devices(r, &mut o);
+    o.push_str(&format!("  backend     {}\n", backend_words(r)));
+    render_build_devices(r, o);
     let vmm = match b.vmm.compiled {
         Some(true) => "compiled in",
         Some(false) => "compiled out (legacy pool)",
@@ -114,10 +94,57 @@ fn render_with(r: &CheckReport, verbose: bool) -> String {
     for m in &r.not_found {
         o.push_str(&format!("  not found   {}: {}\n", m.what, m.how));
     }
+}
 
-    render_machine(r, &mut o);
+/// `b7000, build 11434, commit abc1234`: the version as printed, the number judged and its source.
+fn version_words(r: &CheckReport) -> String {
+    let b = &r.build;
+    let number = match (b.number.value, r.extracted.version.reported_build) {
+        (Some(n), _) if b.number.source == BuildSource::Flag => {
+            format!("build {n} (from --llama-build)")
+        }
+        (Some(n), _) => format!("build {n}"),
+        (None, Some(0)) => "build unknown (it prints build 0: built without git)".into(),
+        (None, _) => "build unknown".into(),
+    };
+    let mut ver = Vec::new();
+    if let Some(s) = &b.semver {
+        ver.push(s.clone());
+    }
+    ver.push(number);
+    ver.push(format!(
+        "commit {}",
+        b.commit.as_deref().unwrap_or("unknown")
+    ));
+    ver.join(", ")
+}
 
-    render_findings(r, verbose, &mut o);
+/// The GPU backend judged, and the others the build has.
+fn backend_words(r: &CheckReport) -> String {
+    let b = &r.build;
+    match (&b.backend, b.cpu_only) {
+        (Some(x), _) => {
+            let others: Vec<&String> = b.backends.iter().filter(|o| *o != x).collect();
+            if others.is_empty() {
+                x.clone()
+            } else {
+                format!(
+                    "{x} (also {})",
+                    others
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        }
+        (None, true) => "none: CPU only (no GPU device listed)".into(),
+        (None, false) => "unknown".into(),
+    }
+}
+
+/// The counts, the exit code, and the decisive problem.
+fn render_summary(r: &CheckReport, o: &mut String) {
     let s = &r.summary;
     o.push_str(&format!(
         "\n{} error(s), {} warning(s), {} note(s): {}\n",
@@ -142,9 +169,6 @@ fn render_with(r: &CheckReport, verbose: bool) -> String {
             first.title
         ));
     }
-    // Device names, versions and features come from the build's output: nothing from it reaches
-    // the terminal un-neutralised.
-    o.lines().map(|l| text::neutralise(l) + "\n").collect()
 }
 
 /// The devices the build's output lists (or, without device lines, its device list).

@@ -8,9 +8,9 @@ use regex::Regex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::cmake_unused::UnusedVariable;
+use super::cmake_unused::{self, UnusedVariable};
 use super::corpus::{At, Corpus, Quote};
-use super::finding::Level;
+use super::finding::{Finding, Level};
 use super::kernel::{self, AmdFault, FaultKind};
 use super::open_world;
 use super::pattern::compile;
@@ -27,6 +27,29 @@ struct SignatureFile {
     open_world: open_world::Spec,
     #[serde(default)]
     unused_variable: Vec<UnusedVariable>,
+    #[serde(default)]
+    cmake_unused: Option<cmake_unused::Heading>,
+    #[serde(default)]
+    line_vendor: LineVendor,
+}
+
+/// `[line_vendor]`: what only one vendor's builds print, so that a line a signature matches for
+/// every vendor still names whose GPU it is.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LineVendor {
+    /// Text only HIP builds print, matched as written.
+    #[serde(default)]
+    pub amd: Vec<String>,
+}
+
+impl LineVendor {
+    pub fn named_by(&self, line: &str) -> Option<Vendor> {
+        self.amd
+            .iter()
+            .any(|m| line.contains(m.as_str()))
+            .then_some(Vendor::Amd)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -160,8 +183,10 @@ pub struct SignatureTable {
     pub rows: Vec<Signature>,
     /// What a failure-looking line that no row claims is named as.
     pub open_world: open_world::Rules,
-    /// What CMake's unused variables were meant to do.
-    pub unused_variables: Vec<UnusedVariable>,
+    /// CMake's list of unused variables, and what they were meant to do.
+    pub unused_variables: cmake_unused::Table,
+    /// Which vendor a line names.
+    pub line_vendor: LineVendor,
 }
 
 /// One place a signature was found.
@@ -266,11 +291,46 @@ impl SignatureTable {
                 fix: "cite where the option's history is documented".into(),
             });
         }
+        let heading = match file.cmake_unused {
+            Some(h)
+                if h.heading.trim().is_empty()
+                    || h.sources.iter().any(|s| !s.starts_with("https://"))
+                    || h.sources.is_empty() =>
+            {
+                return Err(Error::Input {
+                    input: origin.to_string(),
+                    line: None,
+                    message: "`[cmake_unused]` needs a `heading` (the line CMake prints above the names) and `sources` (https URLs)".into(),
+                    fix: "give the heading as CMake prints it, and where that is printed".into(),
+                });
+            }
+            h => h.map(|h| h.heading),
+        };
         Ok(SignatureTable {
             rows,
             open_world,
-            unused_variables: file.unused_variable,
+            unused_variables: cmake_unused::Table::new(heading, file.unused_variable),
+            line_vendor: file.line_vendor,
         })
+    }
+
+    /// Failure-looking lines that no row claims (see [`open_world`]): a hit claims its line and
+    /// the lines it quotes; a failure row's hit is a recognised failure, whose aftermath is its own.
+    pub fn unrecognised(&self, corpus: &Corpus, hits: &[Hit]) -> Vec<Finding> {
+        let mut claimed = BTreeSet::new();
+        let mut recognised = Vec::new();
+        for h in hits {
+            for n in 0..h.quotes.len().max(1) {
+                claimed.insert(At {
+                    input: h.at.input,
+                    line: h.at.line + n,
+                });
+            }
+            if self.rows[h.row].spec.class != Class::Fact {
+                recognised.push(h.at);
+            }
+        }
+        self.open_world.findings(corpus, &claimed, &recognised)
     }
 
     pub fn get(&self, id: &str) -> Option<&Signature> {
@@ -469,6 +529,27 @@ mod tests {
         let t = SignatureTable::load(crate::profiles::BUNDLED_SIGNATURES, "bundled", &quirks())
             .expect("bundled signatures load");
         assert!(t.get("legacy-pool-oom").is_some());
+    }
+
+    #[test]
+    fn the_vendor_a_line_names_is_data() {
+        let t = SignatureTable::bundled(&quirks()).expect("load");
+        let named = |l: &str| t.line_vendor.named_by(l);
+        assert_eq!(named("ROCm error: out of memory"), Some(Vendor::Amd));
+        assert_eq!(named("HipVMM Failure: invalid argument"), Some(Vendor::Amd));
+        // HIP builds printed `CUDA error` before the backend was named ROCm: it names nothing.
+        assert_eq!(named("CUDA error: out of memory"), None);
+        let none = SignatureTable::load("", "empty.toml", &quirks()).expect("load");
+        assert_eq!(none.line_vendor.named_by("ROCm error: out of memory"), None);
+    }
+
+    #[test]
+    fn a_cmake_heading_without_sources_is_refused() {
+        let text = "[cmake_unused]\nheading = \"Manually-specified variables were not used\"\nsources = []\n";
+        let e = SignatureTable::load(text, "sig.toml", &quirks())
+            .expect_err("no sources")
+            .to_string();
+        assert!(e.contains("[cmake_unused]"), "{e}");
     }
 
     #[test]

@@ -80,13 +80,56 @@ pub fn run(given: &CheckBuildArgs) -> Result<i32> {
         Some(path) => Some(crate::report_file::read_report(path)?),
         None => None,
     };
+    if let Some(mode) = a.exercise {
+        return run_exercise(mode, a, &k, saved.as_ref());
+    }
+    let (corpus, input, examined) = gather(a, &opts)?;
+    let binary::Examined {
+        findings: mut extra,
+        binary_dir,
+        needed,
+        ..
+    } = examined;
+    let probed: Option<Report> = if saved.is_none() && !a.no_probe {
+        crate::neutral::eprintln(
+            "gpuprobe: probing this machine's GPUs (skip with --no-probe, or use --from REPORT.json)...",
+        );
+        Some(crate::probe::detect(&opts))
+    } else {
+        None
+    };
+    let (machine, report_path) = machine_of(a, saved.as_ref(), probed.as_ref());
+    // The toolkit the build's libraries reveal, against the driver measured here.
+    if let Some(m) = machine.as_ref() {
+        extra.extend(binary::toolkit_findings(m, &needed));
+    }
+    let env_set = binary::env_set_for(&k, machine.as_ref());
+    let options = Options {
+        knowledge: &k,
+        signatures: &signatures,
+        binary_dir,
+        os: crate::devices::host_os(machine.as_ref().map(|m| m.report)),
+        machine,
+        llama_build: a.llama_build,
+        env_set,
+        report_path,
+    };
+    let report = check_build::check_corpus(&corpus, input, extra, &options);
+    write_report(a, &report)?;
+    Ok(report.summary.exit_code)
+}
 
-    match a.exercise {
-        Some(crate::cli::ExerciseMode::Ops) => return exercise(a, &k, saved.as_ref()),
-        Some(crate::cli::ExerciseMode::Inference) => {
-            return super::inference::run(a, &k, saved.as_ref());
-        }
-        Some(crate::cli::ExerciseMode::All) => {
+/// `--exercise ops`, `inference` or `all` (both, one after the other).
+fn run_exercise(
+    mode: crate::cli::ExerciseMode,
+    a: &CheckBuildArgs,
+    k: &Knowledge,
+    saved: Option<&Report>,
+) -> Result<i32> {
+    match mode {
+        crate::cli::ExerciseMode::Ops => exercise(a, k, saved),
+        crate::cli::ExerciseMode::Inference => super::inference::run(a, k, saved),
+        crate::cli::ExerciseMode::All => {
             if a.json || a.output.is_some() {
                 return Err(crate::Error::input(
                     "--exercise all",
@@ -95,12 +138,19 @@ pub fn run(given: &CheckBuildArgs) -> Result<i32> {
                 )
                 .into());
             }
-            let ops = exercise(a, &k, saved.as_ref())?;
-            let inference = super::inference::run(a, &k, saved.as_ref())?;
-            return Ok(ops.max(inference));
+            let ops = exercise(a, k, saved)?;
+            let inference = super::inference::run(a, k, saved)?;
+            Ok(ops.max(inference))
         }
-        None => {}
     }
+}
+
+/// Every input in one corpus: the program's runs (examined first), then each log; every log is
+/// read before anything is probed, so a bad one fails first.
+fn gather(
+    a: &CheckBuildArgs,
+    opts: &crate::probe::ProbeOptions,
+) -> Result<(Corpus, InputInfo, binary::Examined)> {
     if a.log.iter().filter(|l| l.as_os_str() == "-").count() > 1 {
         return Err(crate::Error::input(
             "--log -",
@@ -110,19 +160,12 @@ pub fn run(given: &CheckBuildArgs) -> Result<i32> {
         .into());
     }
     let mut corpus = Corpus::default();
-    let mut seen = binary::Examined::default();
+    let mut examined = binary::Examined::default();
     let mut paths: Vec<String> = Vec::new();
     if let Some(bin) = &a.binary {
-        seen = binary::examine(bin, opts.timeout, &mut corpus)?;
+        examined = binary::examine(bin, opts.timeout, &mut corpus)?;
         paths.push(bin.display().to_string());
     }
-    let binary::Examined {
-        runs,
-        findings: mut extra,
-        binary_dir,
-        needed,
-    } = seen;
-    // Every log is read before anything is probed: a bad one fails first.
     for log in &a.log {
         let text = read_log(log)?;
         corpus.push(log.display().to_string(), &text);
@@ -135,18 +178,19 @@ pub fn run(given: &CheckBuildArgs) -> Result<i32> {
             _ => InputKind::Log,
         },
         path: paths.join(", "),
-        runs,
+        runs: std::mem::take(&mut examined.runs),
     };
+    Ok((corpus, input, examined))
+}
 
-    let probed: Option<Report> = if saved.is_none() && !a.no_probe {
-        crate::neutral::eprintln(
-            "gpuprobe: probing this machine's GPUs (skip with --no-probe, or use --from REPORT.json)...",
-        );
-        Some(crate::probe::detect(&opts))
-    } else {
-        None
-    };
-    let (machine, report_path) = match (&saved, &probed) {
+/// The machine judged (a saved report, else this machine's probe, else none), and the report's
+/// path for the `--from` of the commands in fixes.
+fn machine_of<'r>(
+    a: &CheckBuildArgs,
+    saved: Option<&'r Report>,
+    probed: Option<&'r Report>,
+) -> (Option<check_build::Machine<'r>>, Option<String>) {
+    match (saved, probed) {
         (Some(r), _) => {
             let p = a
                 .from
@@ -171,24 +215,12 @@ pub fn run(given: &CheckBuildArgs) -> Result<i32> {
             None,
         ),
         _ => (None, None),
-    };
-    // The toolkit the build's libraries reveal, against the driver measured here.
-    if let Some(m) = machine.as_ref() {
-        extra.extend(binary::toolkit_findings(m, &needed));
     }
-    let env_set = binary::env_set_for(&k, machine.as_ref());
-    let options = Options {
-        knowledge: &k,
-        signatures: &signatures,
-        binary_dir,
-        os: crate::devices::host_os(machine.as_ref().map(|m| m.report)),
-        machine,
-        llama_build: a.llama_build,
-        env_set,
-        report_path,
-    };
-    let report = check_build::check_corpus(&corpus, input, extra, &options);
-    let json = serde_json::to_string_pretty(&report)? + "\n";
+}
+
+/// `--output FILE` gets the JSON document; stdout the JSON (`--json`) or the human report.
+fn write_report(a: &CheckBuildArgs, report: &check_build::CheckReport) -> Result<()> {
+    let json = serde_json::to_string_pretty(report)? + "\n";
     if let Some(path) = &a.output {
         write_whole(path, &json)?;
     }
@@ -196,12 +228,12 @@ pub fn run(given: &CheckBuildArgs) -> Result<i32> {
         super::print_json(&json)?;
     } else {
         print(&if a.verbose {
-            check_build::render_verbose(&report)
+            check_build::render_verbose(report)
         } else {
-            check_build::render(&report)
+            check_build::render(report)
         })?;
     }
-    Ok(report.summary.exit_code)
+    Ok(())
 }
 
 /// Programs of a build folder's `bin/` that print what the build is, in the order tried: the

@@ -98,10 +98,7 @@ pub fn decode_block(lines: &[String], at: usize, anchors: &[Regex]) -> AmdFault 
     let client_re = re(r"Faulty UTCL2 client ID:\s*(.+?)\s*$");
     let addr_re = re(r"page starting at address 0x([0-9a-fA-F]+)");
     let proc_re = re(r"(?:for process|[Pp]rocess) (\S+) pid [0-9]+");
-    let mut printed_perm = None;
-    let mut printed_map = None;
-    let mut printed_walker = None;
-    let mut printed_rw = None;
+    let mut printed = Printed::default();
     for n in std::iter::once(at).chain(block.iter().copied()) {
         let l = &lines[n];
         f.lines.push(n);
@@ -122,42 +119,57 @@ pub fn decode_block(lines: &[String], at: usize, anchors: &[Regex]) -> AmdFault 
         for c in field_re.captures_iter(l) {
             let v = u32::from_str_radix(&c[2], 16).ok();
             match &c[1] {
-                "PERMISSION_FAULTS" => printed_perm = v,
-                "MAPPING_ERROR" => printed_map = v,
-                "WALKER_ERROR" => printed_walker = v,
-                "RW" => printed_rw = v,
+                "PERMISSION_FAULTS" => printed.permission = v,
+                "MAPPING_ERROR" => printed.mapping = v,
+                "WALKER_ERROR" => printed.walker = v,
+                "RW" => printed.rw = v,
                 _ => {}
             }
         }
     }
     f.lines.sort_unstable();
-    match f.status.filter(|s| *s != 0) {
-        Some(s) => {
-            f.permission_faults = Some((s >> 4) & 0xf);
-            f.mapping_error = Some((s >> 8) & 1 == 1);
-            f.walker_error = Some((s >> 1) & 0x7);
-            f.write = Some((s >> 18) & 1 == 1);
-            if f.client.is_none() {
-                f.client = Some(format!("0x{:x}", (s >> 9) & 0xff));
-            }
-        }
-        None if printed_perm.unwrap_or(0) != 0 || printed_map.unwrap_or(0) != 0 => {
-            f.permission_faults = printed_perm;
-            f.mapping_error = printed_map.map(|m| m != 0);
-            f.walker_error = printed_walker;
-            f.write = printed_rw.map(|r| r != 0);
-        }
-        None => {}
-    }
-    f.kind = match (f.mapping_error, f.permission_faults) {
-        (Some(true), _) => Some(FaultKind::Mapping),
-        (_, Some(p)) if p != 0 => Some(FaultKind::Permission),
-        _ => None,
-    };
+    f.classify(printed);
     f
 }
 
+/// The fields a fault block prints one by one (older kernels, or beside the status word).
+#[derive(Default)]
+struct Printed {
+    permission: Option<u32>,
+    mapping: Option<u32>,
+    walker: Option<u32>,
+    rw: Option<u32>,
+}
+
 impl AmdFault {
+    /// The fault's kind, from the status word when it is printed and not zero, else from the
+    /// fields printed one by one.
+    fn classify(&mut self, printed: Printed) {
+        match self.status.filter(|s| *s != 0) {
+            Some(s) => {
+                self.permission_faults = Some((s >> 4) & 0xf);
+                self.mapping_error = Some((s >> 8) & 1 == 1);
+                self.walker_error = Some((s >> 1) & 0x7);
+                self.write = Some((s >> 18) & 1 == 1);
+                if self.client.is_none() {
+                    self.client = Some(format!("0x{:x}", (s >> 9) & 0xff));
+                }
+            }
+            None if printed.permission.unwrap_or(0) != 0 || printed.mapping.unwrap_or(0) != 0 => {
+                self.permission_faults = printed.permission;
+                self.mapping_error = printed.mapping.map(|m| m != 0);
+                self.walker_error = printed.walker;
+                self.write = printed.rw.map(|r| r != 0);
+            }
+            None => {}
+        }
+        self.kind = match (self.mapping_error, self.permission_faults) {
+            (Some(true), _) => Some(FaultKind::Mapping),
+            (_, Some(p)) if p != 0 => Some(FaultKind::Permission),
+            _ => None,
+        };
+    }
+
     /// One sentence: what kind of fault, which access, which client.
     pub fn describe(&self) -> String {
         let access = match self.write {

@@ -291,21 +291,7 @@ impl SignatureTable {
                 fix: "cite where the option's history is documented".into(),
             });
         }
-        let heading = match file.cmake_unused {
-            Some(h)
-                if h.heading.trim().is_empty()
-                    || h.sources.iter().any(|s| !s.starts_with("https://"))
-                    || h.sources.is_empty() =>
-            {
-                return Err(Error::Input {
-                    input: origin.to_string(),
-                    line: None,
-                    message: "`[cmake_unused]` needs a `heading` (the line CMake prints above the names) and `sources` (https URLs)".into(),
-                    fix: "give the heading as CMake prints it, and where that is printed".into(),
-                });
-            }
-            h => h.map(|h| h.heading),
-        };
+        let heading = cmake_heading(file.cmake_unused, origin)?;
         Ok(SignatureTable {
             rows,
             open_world,
@@ -404,6 +390,25 @@ impl SignatureTable {
 type RowError<'a> = dyn Fn(String, &str) -> Error + 'a;
 
 /// A row's id (new in `seen`), patterns and window.
+/// The heading of CMake's unused-variable list, checked: present, and where CMake prints it.
+fn cmake_heading(h: Option<cmake_unused::Heading>, origin: &str) -> Result<Option<String>> {
+    match h {
+        Some(h)
+            if h.heading.trim().is_empty()
+                || h.sources.iter().any(|s| !s.starts_with("https://"))
+                || h.sources.is_empty() =>
+        {
+            Err(Error::Input {
+                input: origin.to_string(),
+                line: None,
+                message: "`[cmake_unused]` needs a `heading` (the line CMake prints above the names) and `sources` (https URLs)".into(),
+                fix: "give the heading as CMake prints it, and where that is printed".into(),
+            })
+        }
+        h => Ok(h.map(|h| h.heading)),
+    }
+}
+
 fn check_shape(spec: &Spec, seen: &mut BTreeSet<String>, at: &RowError<'_>) -> Result<()> {
     if spec.id.is_empty()
         || !spec

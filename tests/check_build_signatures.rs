@@ -955,16 +955,16 @@ struct Variant {
 /// quoting the same failure in full.
 const SHORT_OF_TWO: &[&str] = &[
     // The flush line is printed only at -lv 4 (build 8863 on); no public log quoting it before
-    // an OOM was found besides the signature's sources.
+    // an OOM was found besides the signature's sources. Also searched: the post-8863 legacy
+    // pool's `in function alloc at` + `err` block in llama.cpp, ollama and lemonade issues.
     "legacy-pool-oom-after-flush",
     // `cuMemCreate` under the OOM: #4680 (2023) and #11337 discuss pool OOMs without quoting
-    // the failing call; no public log besides the signature's source was found.
+    // the failing call; no public log besides the signature's source was found. Also searched:
+    // the 2023 `g_cuda_pool_addr` form of the call, WSL and Jetson reports, the web pages.
     "vmm-pool-oom",
-    // node-llama-cpp#580 quotes it; llama.cpp#29142 (Jetson, via ollama) and #4680 describe the
-    // reservation failing without quoting the error block.
-    "vmm-reserve-failed",
     // koboldcpp#612 quotes it; rocm-systems#2516 and llama.cpp#23900 describe hipMemSetAccess
-    // failing in prose, PR #26054 quotes the HipVMM form (hip-vmm-invalid-argument).
+    // failing in prose, PR #26054 quotes the HipVMM form (hip-vmm-invalid-argument); hipfire#635
+    // quotes hipMemSetAccess from a program other than llama.cpp.
     "vmm-set-access-failed",
     // No public log quoting a failing cuMemMap was found (PR #4606 only shows the check).
     "vmm-map-failed",
@@ -972,20 +972,21 @@ const SHORT_OF_TWO: &[&str] = &[
     // hipMemSetAccess failure without the log line.
     "hip-vmm-invalid-argument",
     // #19949 quotes it; other reports of a missing code object quote PyTorch's
-    // hipErrorNoBinaryForGpu instead, from programs other than llama.cpp.
+    // hipErrorNoBinaryForGpu instead, from programs other than llama.cpp (also searched: ollama,
+    // lemonade, llamafile, LM Studio). ROCm's later wording (rocm-systems#5164: "No compatible
+    // code objects with HIP_FORCE_SPIRV_CODEOBJECT ... Rebuild the application with option
+    // --offload-arch=") was found in no public log yet.
     "hip-no-code-objects",
-    // legacy-rocm-build#6120 (ollama, gfx1201) only; other invalid-device-function reports
-    // are ggml's own `ROCm error` (hip-invalid-device-function) or PyTorch's.
-    "math-library-invalid-device-function",
-    // nvshare#22 (ollama) quotes it; the other public reports are PyTorch, vLLM and RCCL.
-    "graph-capture-failed",
-    // #27102 quotes the Xid 8 line; #27330 and beellama#65 describe Xid 8 without quoting it.
+    // #27102 quotes the Xid 8 line; #27330 and beellama#65 describe Xid 8 without quoting it
+    // (#27330 tabulates time, Xid, process and channel, not the kernel's line). Also searched:
+    // ollama and journalctl reports of Xid 8.
     "nvidia-xid-8",
-    // legacy-rocm-build#6619 and llama.cpp#27275 describe the segfault; no public dmesg line
-    // from a llama.cpp process was found.
+    // legacy-rocm-build#6619 quotes it (addresses elided); llama.cpp#27275 describes the
+    // segfault; no other public dmesg line from a llama.cpp process was found (also searched:
+    // ollama's AMD segfault reports).
     "amd-comgr-segfault",
     // Only builds 7538-7574 (two weeks) print it: #18421 quotes it, #18363 and PR #18457
-    // discuss it without the line.
+    // discuss it without the line (also searched: ollama's and other wrappers' Blackwell builds).
     "cmake-cuda-plain-12x-rejected",
 ];
 
@@ -1122,6 +1123,12 @@ fn widened_signatures_do_not_claim_neighbouring_failures() {
             "cuda-row-split-broadcast-assert",
             // ggml-org/llama.cpp#21876: tensor split mode, a different split path.
             "GGML_ASSERT(split_state.n_segments == 1) failed",
+        ),
+        (
+            "math-library-kernels-missing",
+            // ggml-org/llama.cpp#19972: rocBLAS relays a different HIP error (no kernel code for
+            // the GPU at all), which math-library-invalid-device-function explains.
+            "rocBLAS error from hip error code: 'hipErrorInvalidDeviceFunction':98",
         ),
         (
             "hip-msvc-cmath-clash",

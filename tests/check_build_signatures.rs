@@ -956,37 +956,42 @@ struct Variant {
 const SHORT_OF_TWO: &[&str] = &[
     // The flush line is printed only at -lv 4 (build 8863 on); no public log quoting it before
     // an OOM was found besides the signature's sources. Also searched: the post-8863 legacy
-    // pool's `in function alloc at` + `err` block in llama.cpp, ollama and lemonade issues.
+    // pool's block (`out of memory`, `in function alloc at ...:502`, `err`) in the issue index.
     "legacy-pool-oom-after-flush",
     // `cuMemCreate` under the OOM: #4680 (2023) and #11337 discuss pool OOMs without quoting
     // the failing call; no public log besides the signature's source was found. Also searched:
-    // the 2023 `g_cuda_pool_addr` form of the call, WSL and Jetson reports, the web pages.
+    // `cuMemCreate(&handle, reserve_size, ...)`, koboldcpp's 2024 `ggml_cuda_pool_malloc_vmm`
+    // form, and the web pages; the real-report suite's logs have none.
     "vmm-pool-oom",
     // koboldcpp#612 quotes it; rocm-systems#2516 and llama.cpp#23900 describe hipMemSetAccess
     // failing in prose, PR #26054 quotes the HipVMM form (hip-vmm-invalid-argument); hipfire#635
     // quotes hipMemSetAccess from a program other than llama.cpp.
     "vmm-set-access-failed",
-    // No public log quoting a failing cuMemMap was found (PR #4606 only shows the check).
+    // No public log quoting a failing cuMemMap was found (PR #4606 only shows the check; PR
+    // #23732 describes cuMemMap on Jetson without a log).
     "vmm-map-failed",
     // PR #26054 quotes it; legacy-rocm-build#6521 and llama.cpp#18650 describe the same
-    // hipMemSetAccess failure without the log line.
+    // hipMemSetAccess failure without the log line; lemonade's llamacpp-rocm#87 (a VMM build on
+    // gfx1201) hung instead. The other `HipVMM Failure` logs say `out of memory` (hip-vmm-failure).
     "hip-vmm-invalid-argument",
     // #19949 quotes it; other reports of a missing code object quote PyTorch's
     // hipErrorNoBinaryForGpu instead, from programs other than llama.cpp (also searched: ollama,
-    // lemonade, llamafile, LM Studio). ROCm's later wording (rocm-systems#5164: "No compatible
-    // code objects with HIP_FORCE_SPIRV_CODEOBJECT ... Rebuild the application with option
-    // --offload-arch=") was found in no public log yet.
+    // llamafile, lemonade). ROCm reworded the line in rocm-systems#5164 (merged 2026-04; its
+    // diff: "No compatible code objects with HIP_FORCE_SPIRV_CODEOBJECT: %d. Rebuild the
+    // application with option --offload-arch=%s"), which this signature does not match; no
+    // public log of that wording was found, so it is not widened yet.
     "hip-no-code-objects",
     // #27102 quotes the Xid 8 line; #27330 and beellama#65 describe Xid 8 without quoting it
     // (#27330 tabulates time, Xid, process and channel, not the kernel's line). Also searched:
-    // ollama and journalctl reports of Xid 8.
+    // `NVRM: Xid ... 8, pid=` with ollama and llama-server in the issue index.
     "nvidia-xid-8",
     // legacy-rocm-build#6619 quotes it (addresses elided); llama.cpp#27275 describes the
     // segfault; no other public dmesg line from a llama.cpp process was found (also searched:
-    // ollama's AMD segfault reports).
+    // ollama's AMD segfault reports, which quote no comgr frame).
     "amd-comgr-segfault",
     // Only builds 7538-7574 (two weeks) print it: #18421 quotes it, #18363 and PR #18457
-    // discuss it without the line (also searched: ollama's and other wrappers' Blackwell builds).
+    // discuss it without the line; #18425 (build 7538's native GB10 build) fails in ptxas
+    // instead. Also searched: the 120/121 wording in the issue index.
     "cmake-cuda-plain-12x-rejected",
 ];
 

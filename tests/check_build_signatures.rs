@@ -1150,3 +1150,67 @@ fn widened_signatures_do_not_claim_neighbouring_failures() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// consequences: ggml's error for the op a math library failed in
+
+#[test]
+fn ggml_errors_after_a_math_library_failure_are_quoted_under_it_not_a_rebuild() {
+    // llama.cpp#27557 (build 10582, gfx1151, TheRock 7.14.0rc3 rocBLAS), as the variants file
+    // quotes it: rocBLAS refuses its kernel file, then ggml reports the same op's failure.
+    let log = "rocBLAS error from hip error code: 'hipErrorInvalidImage':200\nggml_cuda_compute_forward: SOLVE_TRI failed\nROCm error: device kernel image is invalid\n  current device: 0, in function ggml_cuda_compute_forward at ggml/src/ggml-cuda/ggml-cuda.cu:2408\nggml/src/ggml-cuda/ggml-cuda.cu:106: ROCm error\n";
+    let r = Case::new(vec![text("27557.log", log)]).judge();
+    let errors: Vec<&str> = r
+        .findings
+        .iter()
+        .filter(|f| f.level == Level::Error)
+        .map(|f| f.id.as_str())
+        .collect();
+    assert_eq!(
+        errors,
+        ["log-math-library-kernels-missing"],
+        "{}",
+        check_build::render(&r)
+    );
+    let q = quoted(find(&r, "log-math-library-kernels-missing"));
+    assert!(
+        q.iter()
+            .any(|l| l.contains(":3: ROCm error: device kernel image is invalid")),
+        "{q:?}"
+    );
+    assert!(!has(&r, "log-hip-kernel-image-invalid"));
+    // The same with rocBLAS's invalid-device-function form (llama.cpp#19972) and ggml's.
+    let log = "rocBLAS error from hip error code: 'hipErrorInvalidDeviceFunction':98\nggml_cuda_compute_forward: SOLVE_TRI failed\nROCm error: invalid device function\n  current device: 1, in function ggml_cuda_compute_forward at ggml/src/ggml-cuda/ggml-cuda.cu:2750\n";
+    let r = Case::new(vec![text("19972.log", log)]).judge();
+    assert!(has(&r, "log-math-library-invalid-device-function"));
+    assert!(
+        !has(&r, "log-hip-invalid-device-function"),
+        "{}",
+        check_build::render(&r)
+    );
+}
+
+#[test]
+fn ggml_errors_without_a_math_library_failure_before_them_stand_alone() {
+    let ggml = "ROCm error: device kernel image is invalid\n  current device: 0, in function ggml_cuda_compute_forward at ggml/src/ggml-cuda/ggml-cuda.cu:2408\n";
+    let r = Case::new(vec![text("alone.log", ggml)]).judge();
+    assert!(has(&r, "log-hip-kernel-image-invalid"));
+    // After the rocBLAS line, but too far from it to be the same op's failure.
+    let far = format!(
+        "rocBLAS error from hip error code: 'hipErrorInvalidImage':200\n{}{ggml}",
+        "llama_perf_context_print: noise\n".repeat(60)
+    );
+    let r = Case::new(vec![text("far.log", &far)]).judge();
+    assert!(has(&r, "log-math-library-kernels-missing"));
+    assert!(has(&r, "log-hip-kernel-image-invalid"));
+    // In another input: not the same process's failure.
+    let r = Case::new(vec![
+        text(
+            "a.log",
+            "rocBLAS error from hip error code: 'hipErrorInvalidImage':200\n",
+        ),
+        text("b.log", ggml),
+    ])
+    .judge();
+    assert!(has(&r, "log-hip-kernel-image-invalid"));
+}

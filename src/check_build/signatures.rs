@@ -167,7 +167,16 @@ pub struct Spec {
     pub sources: Vec<String>,
     #[serde(default)]
     pub explains: Vec<Explain>,
+    /// Rows whose failure this line follows from: where one of them was hit at most
+    /// `CONSEQUENCE_WINDOW` lines before, in the same input, this line is quoted under that
+    /// finding instead of standing as its own (ggml's error for the op a math library failed
+    /// in would otherwise ask for a rebuild the library's failure says does not help).
+    #[serde(default)]
+    pub consequence_of: Vec<String>,
 }
+
+/// How far (in lines) a `consequence_of` line may follow the failure it comes from.
+pub const CONSEQUENCE_WINDOW: usize = 40;
 
 /// A row with its regexes compiled.
 #[derive(Debug, Clone)]
@@ -250,6 +259,25 @@ impl SignatureTable {
                 patterns,
                 near,
             });
+        }
+        // Consequences name rows that exist and stand on their own.
+        for r in &rows {
+            for c in &r.spec.consequence_of {
+                if !rows
+                    .iter()
+                    .any(|o| &o.spec.id == c && o.spec.consequence_of.is_empty())
+                {
+                    return Err(Error::Input {
+                        input: origin.to_string(),
+                        line: crate::toml_file::line_of_id(text, &r.spec.id),
+                        message: format!(
+                            "signature `{}`: `consequence_of` names `{c}`, which is no row without a `consequence_of` of its own",
+                            r.spec.id
+                        ),
+                        fix: "name the id of the row whose failure this line follows from".into(),
+                    });
+                }
+            }
         }
         // Context names must be fact rows that exist.
         for r in &rows {
@@ -382,7 +410,37 @@ impl SignatureTable {
                 }
             }
         }
-        hits
+        self.fold_consequences(hits)
+    }
+
+    /// Hits of `consequence_of` rows that follow a hit of a row they name (same input, within
+    /// `CONSEQUENCE_WINDOW` lines) become quotes of that hit.
+    fn fold_consequences(&self, hits: Vec<Hit>) -> Vec<Hit> {
+        let mut out: Vec<Hit> = Vec::with_capacity(hits.len());
+        for h in hits {
+            let names = &self.rows[h.row].spec.consequence_of;
+            let cause = out.iter_mut().rev().find(|c| {
+                c.at.input == h.at.input
+                    && c.at.line <= h.at.line
+                    && h.at.line - c.at.line <= CONSEQUENCE_WINDOW
+                    && names.contains(&self.rows[c.row].spec.id)
+            });
+            match cause {
+                Some(c) => {
+                    for q in h.quotes {
+                        if !c
+                            .quotes
+                            .iter()
+                            .any(|o| o.line == q.line && o.input == q.input)
+                        {
+                            c.quotes.push(q);
+                        }
+                    }
+                }
+                None => out.push(h),
+            }
+        }
+        out
     }
 }
 
@@ -583,6 +641,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("not a `fact` row"), "{e}");
+
+        let text = "[[signature]]\nid = \"x\"\ntitle = \"t\"\nlog = \"llama\"\nclass = \"oom\"\nmatch = ['a']\nconsequence_of = [\"nope\"]\nsources = [\"https://example.org\"]\n";
+        let e = SignatureTable::load(text, "sig.toml", &quirks())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`consequence_of` names `nope`"), "{e}");
     }
 
     #[test]

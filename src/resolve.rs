@@ -365,6 +365,31 @@ fn check_toolkit_for_targets(
 ) {
     let toolkit_name = backend.toolkit();
     if let Some(v) = toolkit {
+        // The build's toolkit sets the driver the running machine needs: say which, once.
+        if backend == Backend::Cuda
+            && !units.is_empty()
+            && let Some((row, linux, windows)) = crate::host::toolkit::oldest_full_driver(v)
+        {
+            let archs: Vec<String> = units.iter().map(|u| u.arch.clone()).collect();
+            // The table stops at some release: past it the row is only a lower bound.
+            let floor = if row.major_minor() == v.major_minor() {
+                format!(
+                    "a CUDA {v} build runs fully on NVIDIA drivers from {linux} (Linux) / {windows} (Windows), the CUDA {row} row of the toolkit release notes"
+                )
+            } else {
+                format!(
+                    "a CUDA {v} build needs an NVIDIA driver of at least {linux} (Linux) / {windows} (Windows), the CUDA {row} row of the toolkit release notes (the newest row gpuprobe holds; CUDA {v} may need a newer one)"
+                )
+            };
+            acc.notes.push(note(
+                Severity::Low,
+                format!(
+                    "{floor}. An older driver of the same major version starts it only through minor-version compatibility, which does not JIT its PTX (`the provided PTX was compiled with an unsupported toolchain`), and a CUDA 12.8 build crashed at its first matrix multiplication on driver 535 where the same build with CUDA 12.6 ran (Mesh-LLM/mesh-llm#304): update the driver, or build with the CUDA version `nvidia-smi` reports"
+                ),
+                &[],
+                &archs,
+            ));
+        }
         for u in units {
             if let Some(t) = k.targets.get(&u.arch)
                 && let Some(why) = t.unbuildable_with(v)

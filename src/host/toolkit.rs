@@ -38,6 +38,34 @@ fn min_driver(major: u64) -> Option<&'static str> {
     .map(|b| b.min_driver.as_str())
 }
 
+/// The toolkit release notes' rows of `profiles/cuda-drivers.toml`.
+#[derive(Deserialize)]
+struct ReleaseTable {
+    toolkit_driver: Vec<ReleaseRow>,
+}
+
+#[derive(Deserialize)]
+struct ReleaseRow {
+    cuda: Version,
+    linux: Version,
+    windows: Version,
+}
+
+/// The oldest driver that fully supports builds made with CUDA `cuda` (PTX JIT included), from
+/// the toolkit release notes' table: the row of the newest listed release at or below `cuda`'s
+/// major.minor, as (that release, Linux driver, Windows driver). None below the table's first row
+/// or for another major version than the row's (a CUDA 12 build is not held to a 11.x row).
+pub fn oldest_full_driver(cuda: &Version) -> Option<(Version, Version, Version)> {
+    let rows = toml::from_str::<ReleaseTable>(TABLE)
+        .map(|t| t.toolkit_driver)
+        .unwrap_or_default();
+    let want = cuda.major_minor();
+    rows.into_iter()
+        .filter(|r| r.cuda.major() == cuda.major() && r.cuda.major_minor() <= want)
+        .max_by(|a, b| a.cuda.cmp(&b.cuda))
+        .map(|r| (r.cuda, r.linux, r.windows))
+}
+
 /// The oldest driver branch for CUDA major version `major` (`580` for 13), from the table.
 pub fn min_driver_of(major: u64) -> Option<&'static str> {
     min_driver(major)
@@ -123,6 +151,22 @@ mod tests {
 
     fn v(s: &str) -> Version {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn the_driver_floor_is_the_release_row_at_or_below_the_toolkit() {
+        let row = |c: &str| {
+            oldest_full_driver(&v(c)).map(|(r, l, w)| (r.to_string(), l.to_string(), w.to_string()))
+        };
+        let s = |a: &str, b: &str, c: &str| Some((a.to_string(), b.to_string(), c.to_string()));
+        assert_eq!(row("12.8"), s("12.8", "570.26", "570.65"));
+        assert_eq!(row("12.8.1"), s("12.8", "570.26", "570.65"));
+        assert_eq!(row("12.7"), s("12.6", "560.28.03", "560.76"));
+        // Past the table's newest row only a lower bound is known.
+        assert_eq!(row("13.4"), s("13.0", "580.65.06", "580.88"));
+        // Never a row of another major version, nor one below the table.
+        assert_eq!(row("13.0"), s("13.0", "580.65.06", "580.88"));
+        assert_eq!(row("11.5"), None);
     }
 
     #[test]

@@ -856,9 +856,10 @@ fn rocm_build_that_found_no_device() {
         None,
         &[],
     );
-    let f = find(&r, "backend-init-failed");
+    // The hip-no-device signature claims the line; the built-in finding for a backend that did
+    // not start gives way to it: one line, one finding.
+    let f = find(&r, "log-hip-no-device");
     assert_eq!(f.level, Level::Error);
-    assert!(f.reason.contains("no ROCm-capable device is detected"));
     // The finding quotes the line it rests on, with its number in the log.
     let text =
         std::fs::read_to_string(fixture_path("llama-20142-rocm-no-device-b8204.txt")).unwrap();
@@ -866,14 +867,43 @@ fn rocm_build_that_found_no_device() {
         .lines()
         .position(|l| l.starts_with("ggml_cuda_init: failed to initialize ROCm"))
         .unwrap();
-    assert_eq!(f.evidence.len(), 1, "{f:#?}");
     assert_eq!(f.evidence[0].line, line);
+    let on_that_line: Vec<&str> = r
+        .findings
+        .iter()
+        .filter(|f| f.level != Level::Note && f.evidence.iter().any(|q| q.line == line))
+        .map(|f| f.id.as_str())
+        .collect();
     assert_eq!(
+        on_that_line,
+        ["log-hip-no-device"],
+        "{}",
+        check_build::render(&r)
+    );
+}
+
+#[test]
+fn cuda_build_that_found_no_device_is_one_finding_not_also_unrecognised() {
+    let log = "ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected\n";
+    let r = judge(log, None, None, &[]);
+    let f = find(&r, "backend-init-failed");
+    assert_eq!(f.level, Level::Error);
+    assert!(f.reason.contains("no CUDA-capable device is detected"));
+    assert!(
+        !r.findings.iter().any(|f| f.id.starts_with("unrecognised-")),
+        "the line is explained: {}",
+        check_build::render(&r)
+    );
+    // A failure line nobody explains, beside it, is still named.
+    let log = format!("{log}CUDA error: the launch timed out and was terminated\n");
+    let r = judge(&log, None, None, &[]);
+    assert!(has(&r, "backend-init-failed"));
+    assert!(
         r.findings
             .iter()
-            .filter(|f| f.id == "backend-init-failed")
-            .count(),
-        1
+            .any(|f| f.id.starts_with("unrecognised-") || f.id.starts_with("log-")),
+        "{}",
+        check_build::render(&r)
     );
 }
 

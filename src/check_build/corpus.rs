@@ -128,6 +128,17 @@ impl Corpus {
         None
     }
 
+    /// Where a quote of this corpus was taken from.
+    pub fn place_of(&self, q: &Quote) -> Option<At> {
+        let line = q.line.checked_sub(1)?;
+        (0..self.sources.len())
+            .map(|input| At { input, line })
+            .find(|&at| {
+                self.quote(at)
+                    .is_some_and(|o| o.input == q.input && o.line == q.line)
+            })
+    }
+
     pub fn is_empty(&self) -> bool {
         self.sources
             .iter()

@@ -693,6 +693,20 @@ fn judge_backend_kind(
 ) {
     let f = input.facts;
     for e in &f.init_errors {
+        let quote = input.corpus.find(&e.line);
+        // A signature that claims the same line says more (and names its sources): one line,
+        // one finding.
+        let claimed = quote.as_ref().is_some_and(|q| {
+            input.hits.iter().any(|h| {
+                input.signatures.rows[h.row].spec.class != super::signatures::Class::Fact
+                    && h.quotes
+                        .first()
+                        .is_some_and(|hq| hq.input == q.input && hq.line == q.line)
+            })
+        });
+        if claimed {
+            continue;
+        }
         out.push(
             Finding::new(
                 "backend-init-failed",
@@ -700,7 +714,7 @@ fn judge_backend_kind(
                 format!("the {} backend found no usable device", e.backend),
                 format!("the build printed `{}`: llama.cpp runs on the CPU only", e.line),
             )
-            .evidence(input.corpus.find(&e.line))
+            .evidence(quote)
             .fix(match e.backend.as_str() {
                 "ROCm" => "check that the amdgpu driver is loaded and that this user can open /dev/kfd and /dev/dri (render and video groups); check HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES; run `gpuprobe detect`",
                 _ => "check `nvidia-smi`, the driver version and CUDA_VISIBLE_DEVICES; run `gpuprobe detect`",

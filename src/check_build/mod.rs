@@ -108,7 +108,13 @@ pub fn check_corpus(
         binary_dir: opts.binary_dir.clone(),
     });
     let mut findings = judged.findings;
-    findings.extend(opts.signatures.unrecognised(corpus, &hits));
+    let explained: Vec<corpus::At> = findings
+        .iter()
+        .filter(|f| f.level != Level::Note)
+        .flat_map(|f| f.evidence.iter())
+        .filter_map(|q| corpus.place_of(q))
+        .collect();
+    findings.extend(opts.signatures.unrecognised(corpus, &hits, &explained));
     findings.extend(cmake_unused::findings(
         corpus,
         &opts.signatures.unused_variables,

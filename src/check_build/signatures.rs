@@ -330,8 +330,11 @@ impl SignatureTable {
 
     /// Failure-looking lines that no row claims (see [`open_world`]): a hit claims its line and
     /// the lines it quotes; a failure row's hit is a recognised failure, whose aftermath is its own.
-    pub fn unrecognised(&self, corpus: &Corpus, hits: &[Hit]) -> Vec<Finding> {
-        let mut claimed = BTreeSet::new();
+    /// `explained`: lines a finding of the judge already quotes (a backend that failed to start):
+    /// claimed, but not a recognised failure whose aftermath is its own, since a quirk's finding
+    /// quotes device lines too and a crash after them is still unexplained.
+    pub fn unrecognised(&self, corpus: &Corpus, hits: &[Hit], explained: &[At]) -> Vec<Finding> {
+        let mut claimed: BTreeSet<At> = explained.iter().copied().collect();
         let mut recognised = Vec::new();
         for h in hits {
             for n in 0..h.quotes.len().max(1) {

@@ -187,14 +187,13 @@ impl Evidence {
     pub fn add_nodes(&mut self, dump: &NodeDump, origin: &str) {
         for n in &dump.nodes {
             for (arch, outcome) in &n.archs {
-                let Some(outcome) = outcome.filter(|_| crate::report::arch_known(arch)) else {
+                // A name that is no GPU target (`unknown`, a hand-written label) is no evidence;
+                // fleet planning names it.
+                let (Some(outcome), Some(vendor)) = (outcome, crate::targets::vendor_of_name(arch))
+                else {
                     continue;
                 };
-                let backend = if arch.starts_with("gfx") {
-                    Backend::Hip
-                } else {
-                    Backend::Cuda
-                };
+                let backend = vendor.backend();
                 let verdict = match outcome {
                     SmokeOutcome::Pass => Verdict::Pass,
                     SmokeOutcome::NotRun | SmokeOutcome::Partial => continue,

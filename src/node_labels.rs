@@ -252,7 +252,12 @@ fn read_label<'a>(label: &str, value: &'a str) -> Label<'a> {
 /// The architecture a label names: earlier gpuprobe versions wrote the HIP feature suffix
 /// (`gfx90a:sramecc+:xnack-` became `gfx90a-sramecc--xnack`); the target is the part before it.
 fn bare(arch: &str) -> String {
-    arch.split('-').next().unwrap_or(arch).to_string()
+    let cut = ["-sramecc", "-xnack"]
+        .iter()
+        .filter_map(|f| arch.find(f))
+        .min()
+        .unwrap_or(arch.len());
+    arch[..cut].to_string()
 }
 
 fn smoke_outcome(value: &str) -> Option<SmokeOutcome> {
@@ -303,6 +308,15 @@ mod tests {
         assert_eq!(d.unread.len(), 2, "{:?}", d.unread);
         assert!(d.unread.iter().any(|u| u.contains("colour")));
         assert!(d.unread.iter().any(|u| u.contains("sometimes")));
+    }
+
+    #[test]
+    fn only_hips_feature_suffix_is_cut_from_an_arch_label() {
+        assert_eq!(bare("gfx90a-sramecc--xnack"), "gfx90a");
+        assert_eq!(bare("gfx942-xnack"), "gfx942");
+        assert_eq!(bare("gfx1201"), "gfx1201");
+        // LLVM's generic targets have dashes of their own.
+        assert_eq!(bare("gfx10-3-generic"), "gfx10-3-generic");
     }
 
     #[test]

@@ -21,18 +21,7 @@ const INFERENCE_HANG_GFX1201: &str =
 const LEGACY_9007_MEMORY: &str =
     "tests/fixtures/nvidia-h200-driver580-inference-9007/memory-legacy.json";
 
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = common::gpuprobe()
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::run_in_repo as run;
 
 fn plan(args: &[&str]) -> Value {
     let mut a = vec!["cmake-flags", "--format", "json", "--toolchain", "none"];

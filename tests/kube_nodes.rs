@@ -18,18 +18,7 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = common::gpuprobe()
-        .current_dir(root())
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::run_in_repo as run;
 
 fn plan(args: &[&str]) -> (Value, String) {
     let mut a = vec!["cmake-flags", "--format", "json", "--toolchain", "none"];

@@ -422,12 +422,19 @@ impl SignatureTable {
         let mut out: Vec<Hit> = Vec::with_capacity(hits.len());
         for h in hits {
             let names = &self.rows[h.row].spec.consequence_of;
-            let cause = out.iter_mut().rev().find(|c| {
-                c.at.input == h.at.input
-                    && c.at.line <= h.at.line
-                    && h.at.line - c.at.line <= CONSEQUENCE_WINDOW
-                    && names.contains(&self.rows[c.row].spec.id)
-            });
+            // Hits come in input and line order: look back only as far as the window reaches,
+            // so a log of many such lines stays linear.
+            let cause = if names.is_empty() {
+                None
+            } else {
+                out.iter_mut()
+                    .rev()
+                    .take_while(|c| {
+                        c.at.input == h.at.input
+                            && h.at.line.saturating_sub(c.at.line) <= CONSEQUENCE_WINDOW
+                    })
+                    .find(|c| names.contains(&self.rows[c.row].spec.id))
+            };
             match cause {
                 Some(c) => {
                     for q in h.quotes {

@@ -33,3 +33,19 @@ pub fn gpuprobe() -> Command {
     }
     c
 }
+
+/// The binary run from the repository's root (so fixture paths are relative to it): exit code
+/// (-1 for a signal), stdout, stderr.
+#[allow(dead_code)]
+pub fn run_in_repo(args: &[&str]) -> (i32, String, String) {
+    let out = gpuprobe()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(args)
+        .output()
+        .expect("gpuprobe runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

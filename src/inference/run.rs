@@ -222,6 +222,47 @@ impl Runner<'_> {
     }
 }
 
+impl Runner<'_> {
+    /// A `--kl-divergence` run whose summary is read. A run that exited 0 without its summary
+    /// runs once more: llama.cpp's logger leaks its worker thread's queue at exit
+    /// (ggml-org/llama.cpp#22142, `common_log_main` in common/log.cpp), so on a busy machine the
+    /// last lines, the summary among them, can be lost though the run itself was sound. The
+    /// returned note says when that happened.
+    fn divergence_run(
+        &self,
+        what: &str,
+        args: &[String],
+        env: &[(String, String)],
+    ) -> (
+        Ran,
+        std::result::Result<Vec<String>, String>,
+        Option<String>,
+    ) {
+        let (ran, faults) = self.perplexity(args, env, None, &[]);
+        if !ran.ok() || kld::parse(&ran.output).is_some() {
+            return (ran, faults, None);
+        }
+        self.say(&format!(
+            "{what}: exited 0 without its summary; running it again"
+        ));
+        let first_last = ran.last_line().unwrap_or_else(|| "(none)".into());
+        let (again, more) = self.perplexity(args, env, None, &[]);
+        let faults = match (faults, more) {
+            (Ok(mut a), Ok(b)) => {
+                a.extend(b);
+                Ok(a)
+            }
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        };
+        let note = format!(
+            "ran twice: the first run exited 0 but its output stopped before the summary (last \
+             line: {first_last}); llama.cpp can lose its last log lines at exit \
+             (ggml-org/llama.cpp#22142)"
+        );
+        (again, faults, Some(note))
+    }
+}
+
 fn result(
     name: String,
     devices: Vec<String>,
@@ -242,6 +283,17 @@ fn result(
         kernel_faults: Vec::new(),
         reason: String::new(),
         avoid: None,
+    }
+}
+
+/// Appends `note` to the reason `r` gives.
+fn add_note(r: &mut RunResult, note: Option<String>) {
+    if let Some(n) = note {
+        r.reason = if r.reason.is_empty() {
+            n
+        } else {
+            format!("{}; {n}", r.reason)
+        };
     }
 }
 
@@ -468,7 +520,7 @@ pub fn run(plan: &Plan<'_>) -> Result<Inference> {
                 continue;
             }
             runner.say(&format!("running {what}..."));
-            let (ran, faults) = runner.perplexity(&args, &env, None, &[]);
+            let (ran, faults, retried) = runner.divergence_run(what, &args, &env);
             if ended(&mut res, &ran, faults) {
                 match kld::parse(&ran.output) {
                     Some(d) => {
@@ -482,6 +534,7 @@ pub fn run(plan: &Plan<'_>) -> Result<Inference> {
                     }
                 }
             }
+            add_note(&mut res, retried);
             references.push(res);
         }
     }
@@ -630,7 +683,7 @@ fn run_config(
     args.extend(["--kl-divergence-base".into(), base.display().to_string()]);
     args.push("--kl-divergence".into());
     runner.say(&format!("running {}...", c.name));
-    let (ran, faults) = runner.perplexity(&args, &c.env, None, &[]);
+    let (ran, faults, retried) = runner.divergence_run(&c.name, &args, &c.env);
     if ended(&mut res, &ran, faults) {
         match kld::parse(&ran.output) {
             Some(d) => {
@@ -654,6 +707,7 @@ fn run_config(
             }
         }
     }
+    add_note(&mut res, retried);
     if runner.plan.verbose {
         eprint!("{}", super::line(&res));
     }

@@ -11,7 +11,8 @@
 # (human output in OUTDIR/inference-PHASE.txt, the build log's tail in OUTDIR/build-PHASE.log) and
 # prints the time of each step. MODEL_MIB defaults to 256, BUDGET_S (no run starts after it) to 150;
 # GPUPROBE_EXERCISE_ARGS adds arguments (to both runs); PROBE_FLAG=--no-probe skips gpuprobe's own probe
-# (the documents then lack the architecture and runtime); TARGETS replaces the programs built. Then, unless MEMORY_CTX=0, a memory run of its own: one
+# (the documents then lack the architecture and runtime); TARGETS replaces the programs built;
+# KEEP_WORK=1 keeps the memory run's model and text. Then, unless MEMORY_CTX=0, a memory run of its own: one
 # configuration (base) with a MEMORY_MIB (default 1024) model and a MEMORY_CTX-token (default 32768)
 # context sampled with flash attention and a q8_0 KV cache, into OUTDIR/memory-PHASE.{json,txt}: a
 # context long enough that a pool keeping every size it allocated shows against one that reuses.
@@ -97,7 +98,7 @@ if [ "$memory_ctx" != 0 ]; then
     cat "$outdir/memory-$phase.txt"
     tail -n 5 "$outdir/memory-$phase.err"
     step "memory run exit $mrc"
-    rm -rf "$work/memory-$phase"
+    [ -n "${KEEP_WORK:-}" ] || rm -rf "$work/memory-$phase"
     [ "$rc" != 0 ] || rc=$mrc
 fi
 exit "$rc"

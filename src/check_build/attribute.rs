@@ -849,7 +849,7 @@ fn explain_verdict(
         if e.context && with_context.is_none() && tri == Tri::Yes {
             tri = Tri::Unknown;
             why.push(format!(
-                "no {} line before it (a debug line: run with -lv 4 or --verbose to see it)",
+                "no {} line before it (a debug line: run with --verbose to see it; -lv 5 does too, -lv 4 before May 2026 builds)",
                 spec.context.join(" / ")
             ));
         }

@@ -651,6 +651,73 @@ fn apply_quirks(
     }
     out.env
         .retain(|e| !withdrawn.iter().any(|(n, _)| *n == &e.name));
+    if req.llama.build.is_none() && req.llama.checkout.is_none() {
+        older_build_notes(k, u, build, &ctx, acc);
+    }
+}
+
+/// No build was given, so the plan is for the newest build gpuprobe knows (`newest`); but an
+/// unknown build is no evidence that a fix is in. Every record whose range ends at a fixed
+/// llama.cpp build, and that would match the build just before that fix, is named as a note
+/// for whoever runs an older build (a packaged or prebuilt llama.cpp, an old checkout). Its
+/// flags and env stay out of the plan, which is for `newest`.
+fn older_build_notes(
+    k: &Knowledge,
+    u: &Unit<'_>,
+    newest: u64,
+    ctx: &Context<'_>,
+    acc: &mut PlanNotes,
+) {
+    for q in k.quirks.iter().filter(|q| !q.contested) {
+        let Some(fixed) = q.fixed_in.as_ref().and_then(|f| f.llama_build) else {
+            continue;
+        };
+        // A fix past `newest` leaves the record in range: it was judged above like any other.
+        if fixed == 0 || fixed > newest {
+            continue;
+        }
+        let mut before = ctx.clone();
+        before.llama_build = Some(fixed - 1);
+        let evaluation = q.evaluate(&before);
+        if evaluation.verdict != Tri::Yes {
+            continue;
+        }
+        acc.trace.push(format!(
+            "{} {}: matches builds before {fixed} [{}]",
+            u.arch,
+            q.id,
+            evaluation.explain()
+        ));
+        let what = match &q.effect.warn {
+            Some(w) => w.clone(),
+            None => {
+                let set: Vec<String> = q
+                    .effect
+                    .set
+                    .iter()
+                    .map(|(n, v)| format!("-D{n}={v}"))
+                    .collect();
+                if set.is_empty() {
+                    q.title.clone()
+                } else {
+                    format!(
+                        "{}; a plan for such a build sets {}.",
+                        q.title,
+                        set.join(" ")
+                    )
+                }
+            }
+        };
+        acc.notes.push(note(
+            q.severity.min(Severity::Medium),
+            format!(
+                "{}, with a llama.cpp build before {fixed}: {what} (No build was given: this plan is for build {newest}; to plan for an older build, pass its number with --llama-build N.)",
+                q.id
+            ),
+            &[q.id.clone()],
+            std::slice::from_ref(&u.arch),
+        ));
+    }
 }
 
 /// Several GPUs used together, and an iGPU next to a dGPU: known for a measured or declared

@@ -292,13 +292,48 @@ fn a_container_started_without_the_amd_devices_is_recognised() {
         s(c, "detail").contains("does not exist in this docker container"),
         "{c:#}"
     );
+    // The group goes by number: `--group-add render` stops a container whose image lacks it.
     assert!(
-        s(c, "fix")
-            .contains("--device=/dev/kfd --device=/dev/dri --group-add video --group-add render")
+        s(c, "fix").contains(
+            "`docker run --device=/dev/kfd --device=/dev/dri --group-add $(stat -c %g /dev/kfd) ...`"
+        ),
+        "{c:#}"
     );
+    assert!(!s(c, "fix").contains("--group-add render"), "{c:#}");
     assert_eq!(checks(&r, "render-node-missing").len(), 2);
     // Errors come first.
     assert_eq!(r["host_checks"][0]["level"], "error");
+}
+
+/// lemonade#2799: the container's user is in no group of /dev/kfd, whose host gid the image does
+/// not define. The fix names that gid by number (a name would be looked up in the image).
+#[test]
+fn a_container_user_outside_an_undefined_host_group_is_given_the_group_id() {
+    let m = Machine::from(Some("2x-r9700-gfx1201")).playing_a_user_without_render();
+    write(&m.root().join(".dockerenv"), "");
+    let gid = gid_of(&m.root().join("dev/kfd"));
+    // The image defines video and its own user, not the host's render group.
+    write(
+        &m.root().join("etc/group"),
+        "video:x:44:\nlemonade:x:1000:\n",
+    );
+    let (r, _) = m.detect(&["--backend", "hip"]);
+    let c = one(&r, "kfd-no-access");
+    assert!(
+        s(c, "detail").contains(&format!("group gid {gid}")),
+        "{c:#}"
+    );
+    let fix = s(c, "fix");
+    assert!(
+        fix.starts_with(&format!(
+            "start the docker container with the node's group id: `--group-add {gid}`"
+        )),
+        "{fix}"
+    );
+    assert!(!fix.contains("usermod"), "{fix}");
+    for n in checks(&r, "render-node-no-access") {
+        assert!(s(n, "fix").contains("`--group-add "), "{n:#}");
+    }
 }
 
 #[test]

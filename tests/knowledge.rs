@@ -44,11 +44,13 @@ fn kind_of(url: &str) -> SourceKind {
         || u.contains("/relnotes")
         // pypi.org/project/NAME/VERSION/
         || (u.starts_with("https://pypi.org/project/") && segments.len() >= 6)
-        // rocm.docs.amd.com/en/VERSION/...: the documentation of one release
-        || (u.starts_with("https://rocm.docs.amd.com/en/")
-            && segments
-                .get(4)
-                .is_some_and(|v| v.chars().next().is_some_and(|c| c.is_ascii_digit())))
+        // rocm.docs.amd.com/en/VERSION/... and rocm.docs.amd.com/projects/NAME/en/docs-VERSION/...:
+        // the documentation of one release
+        || (u.starts_with("https://rocm.docs.amd.com/")
+            && segments.windows(2).any(|w| {
+                let v = w[1].strip_prefix("docs-").unwrap_or(w[1]);
+                w[0] == "en" && v.chars().next().is_some_and(|c| c.is_ascii_digit())
+            }))
     {
         SourceKind::Release
     } else if numbered("pull") || numbered("merge_requests") || hex_after("commit") || gitweb_commit
@@ -258,6 +260,14 @@ fn source_kinds_are_told_apart() {
         (
             "https://rocm.docs.amd.com/en/7.13.0-preview/install/rocm.html",
             SourceKind::Release,
+        ),
+        (
+            "https://rocm.docs.amd.com/projects/install-on-windows/en/docs-6.4.2/reference/system-requirements.html",
+            SourceKind::Release,
+        ),
+        (
+            "https://rocm.docs.amd.com/projects/install-on-windows/en/latest/reference/system-requirements.html",
+            SourceKind::Report,
         ),
         (
             "https://github.com/ROCm/rocm-libraries/pull/8909",

@@ -1476,7 +1476,116 @@ const TABLE: &[Row] = &[
     Row { targets: "sm_75,sm_75", machine: true, cuda: Some("12.4"), build: 9875, vmm_flag: Some("OFF"), applies: &["Q28"], absent: &["Q26"], ..R },
     Row { targets: "sm_87,sm_87", machine: true, cuda: Some("12.6"), build: 9600, vmm_flag: Some("ON"), applies: &["Q15-jetson", "Q28"], absent: &["Q26"], ..R },
     Row { targets: "sm_90", cuda: Some("13.0"), build: 10530, vmm_flag: Some("OFF"), applies: &["Q28"], absent: &["Q26"], ..R },
-    Row { targets: "sm_90", cuda: Some("13.0"), build: 10531, vmm_flag: Some("OFF"), absent: &["Q28"], ..R }];
+    Row { targets: "sm_90", cuda: Some("13.0"), build: 10531, vmm_flag: Some("OFF"), absent: &["Q28"], ..R },
+    // Device-node access on Linux (Q43): every AMD plan there, none on Windows or for NVIDIA.
+    Row { targets: "gfx1032", rocm: Some("6.4.1"), vmm_flag: Some("ON"), applies: &["Q43"], ..R },
+    Row { targets: "gfx1032", rocm: Some("6.4.1"), os: Win, vmm_flag: Some("ON"), absent: &["Q43"], ..R },
+    Row { targets: "sm_86", cuda: Some("12.8"), vmm_flag: Some("OFF"), absent: &["Q43"], ..R },
+    // RDNA4 on Windows needs HIP SDK 6.4.2 (Q44): before it, not from it, not on Linux.
+    Row { targets: "gfx1201", rocm: Some("6.4.1"), os: Win, vmm_flag: Some("ON"), applies: &["Q44"], ..R },
+    Row { targets: "gfx1200", rocm: Some("6.3"), os: Win, vmm_flag: Some("ON"), applies: &["Q44"], ..R },
+    Row { targets: "gfx1201", rocm: Some("6.4.2"), os: Win, vmm_flag: Some("ON"), absent: &["Q44"], ..R },
+    Row { targets: "gfx1201", rocm: Some("6.4.1"), vmm_flag: Some("ON"), absent: &["Q44"], ..R }];
+
+/// Without a build number a plan is for the newest build gpuprobe knows, but an unknown build is
+/// no evidence that a fix is in: each record whose range ends at a fixed build, and that would
+/// match the build before it, is a note naming that bound, with none of its flags or env (the
+/// plan is for the newest build). Given a build, the record is judged on either side of the bound
+/// as usual, and the note is gone.
+#[test]
+fn plans_without_a_build_name_the_records_that_end_at_a_fixed_build() {
+    #[rustfmt::skip]
+    let rows: &[(&str, Option<&str>, Option<&str>, Os, bool, &str, u64)] = &[
+        ("gfx1152", Some("7.13"), None, Os::Linux, false, "Q20-build", 9563),
+        ("gfx1153", Some("7.14"), None, Os::Linux, false, "Q20-build", 9563),
+        ("gfx1100", Some("7.2.1"), None, Os::Linux, false, "Q2-old-build", 8863),
+        ("gfx1100", Some("7.2.1"), None, Os::Linux, false, "Q2-pre-9489", 9489),
+        ("gfx1100", Some("7.2.1"), None, Os::Linux, false, "Q13", 10115),
+        ("gfx1201", Some("7.1.1"), None, Os::Windows, false, "Q36", 10115),
+        ("sm_90", None, Some("13.0"), Os::Linux, false, "Q28", 10531),
+        ("sm_75,sm_75", None, Some("12.4"), Os::Linux, true, "Q26", 9875),
+        ("sm_89,sm_89", None, Some("12.8"), Os::Linux, true, "Q37", 9007),
+    ];
+    let case = |targets, rocm, cuda, os, machine, build| {
+        let mut c = Case::new(targets).os(os);
+        c.rocm = rocm;
+        c.cuda = cuda;
+        c.machine = machine;
+        c.build = build;
+        c.plan()
+    };
+    let acts = |p: &Plan, id: &str| {
+        p.groups.iter().any(|g| {
+            g.flags.iter().any(|f| f.quirks.iter().any(|q| q == id))
+                || g.env.iter().any(|e| e.quirks.iter().any(|q| q == id))
+        })
+    };
+    let named = |p: &Plan, id: &str| {
+        p.warnings
+            .iter()
+            .chain(&p.notes)
+            .filter(|n| !n.message.contains(" may apply: "))
+            .any(|n| n.quirks.iter().any(|q| q == id))
+    };
+    for &(targets, rocm, cuda, os, machine, id, fixed) in rows {
+        let p = case(targets, rocm, cuda, os, machine, None);
+        let notes: Vec<&str> = p
+            .notes
+            .iter()
+            .filter(|n| n.quirks == [id.to_string()])
+            .map(|n| n.message.as_str())
+            .collect();
+        assert_eq!(notes.len(), 1, "{targets} {id}: {:#?}", p.notes);
+        assert!(
+            notes[0].starts_with(&format!("{id}, with a llama.cpp build before {fixed}: "))
+                && notes[0].contains("No build was given: this plan is for build 11434")
+                && notes[0].contains("--llama-build N"),
+            "{}",
+            notes[0]
+        );
+        assert!(!p.warnings.iter().any(|n| n.quirks.iter().any(|q| q == id)));
+        assert!(
+            !acts(&p, id),
+            "{targets} {id}: its advice is for older builds"
+        );
+        let before = case(targets, rocm, cuda, os, machine, Some(fixed - 1));
+        assert!(
+            named(&before, id) || acts(&before, id),
+            "{targets} {id} at {}",
+            fixed - 1
+        );
+        assert!(
+            !before
+                .notes
+                .iter()
+                .any(|n| n.message.contains("No build was given"))
+        );
+        let at = case(targets, rocm, cuda, os, machine, Some(fixed));
+        assert!(
+            !named(&at, id) && !acts(&at, id),
+            "{targets} {id} at {fixed}"
+        );
+    }
+    // Other facts still decide: no gfx1152 record for gfx1151, no multi-GPU record for one GPU,
+    // no legacy-pool record where VMM is on.
+    for (targets, cuda, id) in [
+        ("gfx1151", None, "Q20-build"),
+        ("sm_89", Some("12.8"), "Q37"),
+        ("sm_90", Some("13.0"), "Q2-old-build"),
+    ] {
+        let mut c = Case::new(targets);
+        c.rocm = if cuda.is_none() { Some("7.14") } else { None };
+        c.cuda = cuda;
+        c.machine = cuda.is_some();
+        c.build = None;
+        let p = c.plan();
+        assert!(
+            !p.notes.iter().any(|n| n.quirks.iter().any(|q| q == id)),
+            "{targets} {id}: {:#?}",
+            p.notes
+        );
+    }
+}
 
 #[test]
 fn decision_table_covers_every_record() {

@@ -130,9 +130,11 @@ fn node_access(
             "you are listed in group {gname}, but this session started before that: log out and back in (or run `newgrp {gname}`)"
         )
     } else if let Some(c) = &env.container {
+        // By number: Docker looks a group name up in the image, which may not define it (or
+        // give the name another id); the node's gid is the host's.
         format!(
-            "start the {c} container with the device's group: --group-add {} (or run as a user in that group)",
-            group.as_deref().unwrap_or(&node.gid.to_string())
+            "start the {c} container with the node's group id: `--group-add {}` (a group name is looked up in the image; this is the id the node has here), or run it as a user in that group",
+            node.gid
         )
     } else if node.mode & 0o060 == 0o060 {
         format!(
@@ -168,7 +170,9 @@ fn node_access(
     )
 }
 
-const AMD_CONTAINER_FIX: &str = "start the container with the AMD devices: `docker run --device=/dev/kfd --device=/dev/dri --group-add video --group-add render ...` (podman: the same --device options and `--group-add keep-groups`)";
+// The groups go by number: `--group-add render` fails to start a container whose image does
+// not define `render`, and the id that matters is the host's.
+const AMD_CONTAINER_FIX: &str = "on the host, start the container with the AMD devices and the group id of /dev/kfd (render; a group name is looked up in the image, which often lacks it): `docker run --device=/dev/kfd --device=/dev/dri --group-add $(stat -c %g /dev/kfd) ...` (podman: the same --device options and `--group-add keep-groups`)";
 const NVIDIA_CONTAINER_FIX: &str = "start the container with the NVIDIA devices: `docker run --gpus all ...` (NVIDIA Container Toolkit), or pass --device /dev/nvidiactl --device /dev/nvidia-uvm --device /dev/nvidia0";
 
 fn amd_checks(h: &HostView, env: &Environment, out: &mut Vec<HostCheck>) {

@@ -714,7 +714,7 @@ fn older_build_notes(
                 "{}, with a llama.cpp build before {fixed}: {what} (No build was given: this plan is for build {newest}; to plan for an older build, pass its number with --llama-build N.)",
                 q.id
             ),
-            &[q.id.clone()],
+            std::slice::from_ref(&q.id),
             std::slice::from_ref(&u.arch),
         ));
     }

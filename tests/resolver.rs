@@ -1487,6 +1487,17 @@ const TABLE: &[Row] = &[
     Row { targets: "gfx1201", rocm: Some("6.4.2"), os: Win, vmm_flag: Some("ON"), absent: &["Q44"], ..R },
     Row { targets: "gfx1201", rocm: Some("6.4.1"), vmm_flag: Some("ON"), absent: &["Q44"], ..R }];
 
+/// Targets, ROCm, CUDA, OS, one machine, the record, its fixed build.
+type BuildBoundRow = (
+    &'static str,
+    Option<&'static str>,
+    Option<&'static str>,
+    Os,
+    bool,
+    &'static str,
+    u64,
+);
+
 /// Without a build number a plan is for the newest build gpuprobe knows, but an unknown build is
 /// no evidence that a fix is in: each record whose range ends at a fixed build, and that would
 /// match the build before it, is a note naming that bound, with none of its flags or env (the
@@ -1495,7 +1506,7 @@ const TABLE: &[Row] = &[
 #[test]
 fn plans_without_a_build_name_the_records_that_end_at_a_fixed_build() {
     #[rustfmt::skip]
-    let rows: &[(&str, Option<&str>, Option<&str>, Os, bool, &str, u64)] = &[
+    let rows: &[BuildBoundRow] = &[
         ("gfx1152", Some("7.13"), None, Os::Linux, false, "Q20-build", 9563),
         ("gfx1153", Some("7.14"), None, Os::Linux, false, "Q20-build", 9563),
         ("gfx1100", Some("7.2.1"), None, Os::Linux, false, "Q2-old-build", 8863),

@@ -672,10 +672,18 @@ mod tests {
         assert_eq!(t.rows[hits[0].row].spec.id, "legacy-pool-oom");
         assert_eq!(hits[0].quotes.len(), 3);
         assert_eq!(hits[0].device, Some(1));
-        // The statement too far below the error line: only the catch-all row.
+        // The statement too far below the error line: only the general out-of-memory row.
         let c = Corpus::single(
             "log",
             "ROCm error: out of memory\na\nb\nc\nd\ne\n  ggml_cuda_device_malloc(&ptr, look_ahead_size, device)\n",
+        );
+        let hits = t.scan(&c, &[LogKind::Llama]);
+        assert_eq!(hits.len(), 1);
+        assert_eq!(t.rows[hits[0].row].spec.id, "cuda-oom");
+        // Another error there: the catch-all row.
+        let c = Corpus::single(
+            "log",
+            "ROCm error: invalid argument\na\nb\nc\nd\ne\n  ggml_cuda_device_malloc(&ptr, look_ahead_size, device)\n",
         );
         let hits = t.scan(&c, &[LogKind::Llama]);
         assert_eq!(hits.len(), 1);

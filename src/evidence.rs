@@ -10,6 +10,7 @@
 //! `profiles/measured.toml` (real captures only). A failure on record for the same key keeps the
 //! legacy pool whatever passed elsewhere.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
@@ -229,19 +230,27 @@ impl Evidence {
         };
         let os = Os::from_host(&doc.host.os);
         let series = doc.runtime_version.as_deref().and_then(series_of);
-        let runs: Vec<&InferenceRun> = doc
+        // Each device's runs, indexed once: a document may list many devices and runs, and
+        // searching every run's device list per device would be quadratic in its size.
+        let mut runs_of: HashMap<&str, Vec<&InferenceRun>> = HashMap::new();
+        for r in doc
             .configurations
             .iter()
             .chain(doc.memory.iter().map(|m| &m.run))
-            .collect();
+        {
+            for dev in &r.devices {
+                let mine = runs_of.entry(dev.as_str()).or_default();
+                // A run that names a device twice is still one run on it.
+                if !mine.last().is_some_and(|last| std::ptr::eq(*last, r)) {
+                    mine.push(r);
+                }
+            }
+        }
         for d in &doc.build.devices {
             let Some(arch) = d.arch.as_deref().filter(|a| crate::report::arch_known(a)) else {
                 continue;
             };
-            let mine: Vec<_> = runs
-                .iter()
-                .filter(|r| r.devices.contains(&d.device))
-                .collect();
+            let mine: &[&InferenceRun] = runs_of.get(d.device.as_str()).map_or(&[], Vec::as_slice);
             let broke = mine.iter().find(|r| {
                 matches!(r.outcome.as_str(), "hang" | "crash") || !r.kernel_faults.is_empty()
             });

@@ -8,7 +8,7 @@
 //! node's labels count as smoke evidence, never more, and every label gpuprobe cannot read is
 //! named rather than skipped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Deserialize;
 
@@ -202,9 +202,15 @@ fn read_node(
             )),
         }
     }
+    // Where each architecture is listed (the first time), so that pairing smoke labels with
+    // arch labels stays linear in a node with very many labels.
+    let mut at: HashMap<String, usize> = HashMap::new();
+    for (i, (a, _)) in node.archs.iter().enumerate() {
+        at.entry(a.clone()).or_insert(i);
+    }
     for (arch, outcome) in smoke {
-        match node.archs.iter_mut().find(|(a, _)| *a == arch) {
-            Some(slot) => slot.1 = Some(outcome),
+        match at.get(&arch) {
+            Some(&i) => node.archs[i].1 = Some(outcome),
             // A smoke label for an architecture the node does not list still names one of its
             // GPUs (the arch label may have been removed by hand): keep it.
             None => node.archs.push((arch, Some(outcome))),

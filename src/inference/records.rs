@@ -4,6 +4,8 @@
 //! configuration whose output differs from the CPU, or a pool that kept memory, is a warning that
 //! names what to avoid with the measured numbers.
 
+use std::collections::{HashMap, HashSet};
+
 use toml_edit::{Array, Item, Table, value};
 
 use super::{Inference, Outcome, RunResult};
@@ -26,17 +28,26 @@ pub fn records(doc: &Inference) -> (Vec<Record>, Vec<String>) {
             return (out, skipped);
         }
     };
-    let runs: Vec<&RunResult> = doc
+    // Each device's failing runs, indexed once (linear in the document, however many devices
+    // and runs it lists).
+    let mut failing_on: HashMap<&str, Vec<&RunResult>> = HashMap::new();
+    for r in doc
         .configurations
         .iter()
         .chain(doc.memory.iter().map(|m| &m.run))
-        .collect();
+        .filter(|r| r.outcome.is_failure() || !r.kernel_faults.is_empty())
+    {
+        for dev in &r.devices {
+            let runs = failing_on.entry(dev.as_str()).or_default();
+            // A run that names a device twice is still one run on it.
+            if !runs.last().is_some_and(|last| std::ptr::eq(*last, r)) {
+                runs.push(r);
+            }
+        }
+    }
+    let mut ids: HashSet<String> = HashSet::new();
     for d in &doc.build.devices {
-        let failing: Vec<&&RunResult> = runs
-            .iter()
-            .filter(|r| r.devices.contains(&d.device))
-            .filter(|r| r.outcome.is_failure() || !r.kernel_faults.is_empty())
-            .collect();
+        let failing: &[&RunResult] = failing_on.get(d.device.as_str()).map_or(&[], Vec::as_slice);
         if failing.is_empty() {
             continue;
         }
@@ -69,7 +80,7 @@ pub fn records(doc: &Inference) -> (Vec<Record>, Vec<String>) {
             } else {
                 warn_record(doc, vendor, arch, &d.device, r)
             };
-            if !out.iter().any(|o| o.id == record.id) {
+            if ids.insert(record.id.clone()) {
                 out.push(record);
             }
         }

@@ -34,6 +34,21 @@ pub fn gpuprobe() -> Command {
     c
 }
 
+/// [`gpuprobe`] as a `std::process::Command`, for tests that wait on the process themselves.
+#[allow(dead_code)]
+pub fn gpuprobe_process() -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_gpuprobe"));
+    c.env("XDG_CONFIG_HOME", "/nonexistent-gpuprobe-config");
+    c.env(
+        "XDG_CACHE_HOME",
+        concat!(env!("CARGO_TARGET_TMPDIR"), "/xdg-cache"),
+    );
+    for v in HOST_VARIABLES {
+        c.env_remove(v);
+    }
+    c
+}
+
 /// The binary run from the repository's root (so fixture paths are relative to it): exit code
 /// (-1 for a signal), stdout, stderr.
 #[allow(dead_code)]

@@ -198,7 +198,7 @@ fn fmt_secs(d: Duration) -> String {
 }
 
 /// Text from a file or a process: UTF-8 (lossy), or UTF-16 with a byte-order mark (what
-/// PowerShell's `>` writes on Windows); carriage returns are dropped.
+/// PowerShell's `>` writes on Windows), as plain lines (see [`plain_lines`]).
 pub fn decode(bytes: &[u8]) -> String {
     let text = if bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]) {
         let le = bytes[0] == 0xFF;
@@ -217,7 +217,42 @@ pub fn decode(bytes: &[u8]) -> String {
         let b = bytes.strip_prefix(&[0xEF, 0xBB, 0xBF]).unwrap_or(bytes);
         String::from_utf8_lossy(b).into_owned()
     };
-    text.replace('\r', "")
+    plain_lines(&text)
+}
+
+/// Lines as a program's output is read line by line: `\r\n` (and `\r\r\n`) and a lone `\r`
+/// (classic Mac files, progress redrawn in place) each end a line, so no line runs into the
+/// next; and terminal control sequences (CSI: `ESC [`, parameters, one final letter: colours as
+/// llama.cpp's `--log-colors` writes them around its log prefix, a progress line's erase) are
+/// removed, so a coloured log is read as the same log without colours. Any other escape (an OSC
+/// title, a sequence cut short) stays, with the text it carries, to be shown escaped wherever
+/// the line is printed: removing text that only looks like a sequence could hide a failure.
+pub fn plain_lines(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' => {
+                while chars.next_if_eq(&'\r').is_some() {}
+                if chars.peek() != Some(&'\n') {
+                    out.push('\n');
+                }
+            }
+            '\x1b' if chars.peek() == Some(&'[') => {
+                let mut seq = String::from("\x1b[");
+                chars.next();
+                // Parameter and intermediate bytes, then one final byte.
+                while let Some(p) = chars.next_if(|p| matches!(p, '\x20'..='\x3f')) {
+                    seq.push(p);
+                }
+                if chars.next_if(|f| matches!(f, '\x40'..='\x7e')).is_none() {
+                    out.push_str(&seq);
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Finds the program: a path, or a bare name on PATH. Exit-2 errors name the input and the fix.
@@ -512,5 +547,20 @@ mod tests {
         }
         assert_eq!(decode(&b), "version: 4579 (abc1234)\n");
         assert_eq!(decode(b"\xEF\xBB\xBFhi\r\n"), "hi\n");
+    }
+
+    #[test]
+    fn a_lone_carriage_return_ends_a_line_and_colours_are_removed() {
+        assert_eq!(plain_lines("a\rb\r\nc\r\r\nd\r"), "a\nb\nc\nd\n");
+        assert_eq!(
+            plain_lines("\x1b[34m0.00.378.221\x1b[0m \x1b[32mI \x1b[0mbuild: 4526\x1b[0m"),
+            "0.00.378.221 I build: 4526"
+        );
+        // A progress line's erase goes; an OSC title, an escape that is no sequence and a CSI
+        // cut short stay.
+        assert_eq!(
+            plain_lines("a\x1b[2Kb\x1b]0;t\x07c\x1bxd\x1b[12\ne"),
+            "ab\x1b]0;t\x07c\x1bxd\x1b[12\ne"
+        );
     }
 }

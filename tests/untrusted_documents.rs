@@ -1,0 +1,255 @@
+//! Untrusted input, third round: documents and logs shaped to stall or blind gpuprobe rather than
+//! to inject into what it writes. A `kubectl get nodes -o json` dump or an inference document
+//! with very many labels, devices or runs must be read in time linear in its size; a llama.cpp
+//! log with carriage-return line ends or terminal colours must be read as the same log written
+//! plainly (a failing log must not pass because of how its lines end).
+
+#![cfg(unix)]
+
+mod common;
+#[path = "common/linear.rs"]
+mod linear;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+const PREFIX: &str = "gpuprobe.feature.node.kubernetes.io";
+const INFERENCE_HANG: &str =
+    "tests/fixtures/synthetic-inference/gfx1201-rocm7.14-linux-inference-hang.json";
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+// ---- linear time in documents with very many entries -------------------------------------------
+
+/// One node labelled for an H200 (so the dump plans), plus `n` arch labels and `n` smoke labels
+/// for architectures that no arch label lists: every smoke label is matched against every arch.
+fn node_dump(n: usize) -> String {
+    let mut labels = serde_json::Map::new();
+    let mut label = |name: String, value: &str| {
+        labels.insert(format!("{PREFIX}/{name}"), json!(value));
+    };
+    label("arch.sm_90".into(), "true");
+    label("vmm-smoke.sm_90".into(), "pass");
+    label("cuda-runtime".into(), "12.8");
+    for i in 0..n {
+        label(format!("arch.x{i}"), "true");
+        label(format!("vmm-smoke.y{i}"), "pass");
+    }
+    json!({"apiVersion": "v1", "kind": "List", "items": [{
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "gpu-1", "labels": labels},
+        "status": {"nodeInfo": {"operatingSystem": "linux"}}}]})
+    .to_string()
+}
+
+#[test]
+fn a_node_dump_with_very_many_labels_is_read_in_linear_time() {
+    // Pairing each smoke label with its arch label by a search of the node's list was quadratic:
+    // 120k labels (7.7 MB, under the 8 MiB limit of a document) took 306 s of CPU.
+    let dir = tempfile::tempdir().unwrap();
+    linear::assert_linear("node labels", 10_000, |n| {
+        let p = write(dir.path(), "nodes.json", &node_dump(n));
+        let mut c = common::gpuprobe_process();
+        c.args([
+            "cmake-flags",
+            "--toolchain",
+            "none",
+            "--cuda",
+            "12.8",
+            "--from",
+        ])
+        .arg(p);
+        linear::cpu_seconds(c, "cmake-flags --from nodes.json")
+    });
+}
+
+/// The synthetic gfx1201 inference document with `n` devices, each in its one hanging
+/// configuration (a run that lists every device).
+fn inference_document(n: usize) -> String {
+    let mut d: Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join(INFERENCE_HANG)).unwrap())
+            .unwrap();
+    let names: Vec<String> = (0..n).map(|i| format!("ROCm{i}")).collect();
+    d["build"]["devices"] = names
+        .iter()
+        .map(|x| json!({"device": x, "name": "AMD Radeon AI PRO R9700", "arch": "gfx1201"}))
+        .collect();
+    let mut hang = d["configurations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["outcome"] == "hang")
+        .unwrap()
+        .clone();
+    hang["devices"] = json!(names);
+    d["configurations"] = json!([hang]);
+    d.to_string()
+}
+
+#[test]
+fn an_inference_document_with_very_many_devices_is_read_in_linear_time() {
+    // Finding each device's runs by searching every run's device list was quadratic.
+    let dir = tempfile::tempdir().unwrap();
+    linear::assert_linear("inference devices", 8_000, |n| {
+        let p = write(dir.path(), "inference.json", &inference_document(n));
+        let mut c = common::gpuprobe_process();
+        c.args([
+            "cmake-flags",
+            "--toolchain",
+            "none",
+            "--targets",
+            "gfx1201",
+            "--rocm",
+            "7.2.1",
+            "--from",
+        ])
+        .arg(p);
+        linear::cpu_seconds(c, "cmake-flags --from inference.json")
+    });
+}
+
+#[test]
+fn quirks_record_from_an_inference_document_with_very_many_devices_is_linear() {
+    let dir = tempfile::tempdir().unwrap();
+    linear::assert_linear("quirks record devices", 8_000, |n| {
+        let p = write(dir.path(), "inference.json", &inference_document(n));
+        let file = dir.path().join("local.toml");
+        let _ = std::fs::remove_file(&file);
+        let mut c = common::gpuprobe_process();
+        c.args(["quirks", "record", "--from"])
+            .arg(p)
+            .arg("--file")
+            .arg(&file);
+        linear::cpu_seconds(c, "quirks record --from inference.json")
+    });
+    // What it recorded: one record for the configuration, however many devices hung in it.
+    let text = std::fs::read_to_string(dir.path().join("local.toml")).unwrap();
+    assert_eq!(text.matches("[[quirk]]").count(), 1, "{text}");
+}
+
+// ---- line ends and terminal colours in logs ----------------------------------------------------
+
+/// Exit code and the ids of the findings of `check-build --no-probe --json --log path`.
+fn findings(path: &Path) -> (i32, Vec<String>, Value) {
+    let out = common::gpuprobe()
+        .args(["check-build", "--no-probe", "--json", "--log"])
+        .arg(path)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let mut ids: Vec<String> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    (out.status.code().unwrap_or(-1), ids, v)
+}
+
+#[test]
+fn a_log_with_carriage_return_line_ends_is_read_like_one_with_newlines() {
+    // Carriage returns were dropped, so a log whose lines end in `\r` alone became one line and
+    // every finding was lost: two logs of failing runs passed as "nothing recognised".
+    let dir = tempfile::tempdir().unwrap();
+    for name in [
+        "llama-26054-hipvmm-invalid-argument",
+        "ollama-11713-rocm-legacy-oom-2025",
+        "h200-b11434-sdist-list-devices-verbose",
+    ] {
+        let lf = root().join(format!("tests/fixtures/llama-logs/{name}.txt"));
+        let text = std::fs::read_to_string(&lf).unwrap();
+        let (code, ids, _) = findings(&lf);
+        assert!(
+            !ids.iter().any(|i| i == "nothing-recognised"),
+            "{name}: {ids:?}"
+        );
+        for (ends, cr_text) in [
+            ("CR", text.replace('\n', "\r")),
+            ("CR CR LF", text.replace('\n', "\r\r\n")),
+        ] {
+            let cr = write(dir.path(), &format!("{name}.txt"), &cr_text);
+            assert_eq!(findings(&cr).0, code, "{name} with {ends} line ends");
+            assert_eq!(findings(&cr).1, ids, "{name} with {ends} line ends");
+        }
+    }
+}
+
+/// `text` as llama.cpp writes it with `--log-colors on --log-prefix --log-timestamps`
+/// (common/log.cpp: a blue timestamp, the level letter in its colour, and a reset at the end of
+/// a warning, error or debug message).
+fn coloured(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.split_inclusive('\n') {
+        let (body, nl) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        let prefix = body.split_once(' ').and_then(|(ts, rest)| {
+            let mut level = rest.chars();
+            let l = level.next()?;
+            (ts.split('.').count() == 4
+                && ts.chars().all(|c| c.is_ascii_digit() || c == '.')
+                && "IWED".contains(l)
+                && level.next() == Some(' '))
+            .then(|| (ts, l, &rest[2..]))
+        });
+        match prefix {
+            Some((ts, 'I', msg)) => {
+                out.push_str(&format!("\x1b[34m{ts}\x1b[0m \x1b[32mI \x1b[0m{msg}{nl}"))
+            }
+            Some((ts, l, msg)) => {
+                let colour = match l {
+                    'W' => 35,
+                    'E' => 31,
+                    _ => 33,
+                };
+                out.push_str(&format!(
+                    "\x1b[34m{ts}\x1b[0m \x1b[{colour}m{l} {msg}\x1b[0m{nl}"
+                ))
+            }
+            None => out.push_str(line),
+        }
+    }
+    out
+}
+
+#[test]
+fn a_coloured_log_is_read_like_the_same_log_without_colours() {
+    // With colours around the log prefix, `build: 4526 (a94f3b272)` was no longer read: the
+    // build became unknown, and every quoted line carried the escape sequences.
+    let dir = tempfile::tempdir().unwrap();
+    for name in [
+        "ggml-ci-v100-b4526",
+        "h200-b11434-sdist-server-lv4",
+        "h200-b11434-sdist-list-devices-verbose",
+    ] {
+        let plain = root().join(format!("tests/fixtures/llama-logs/{name}.txt"));
+        let text = std::fs::read_to_string(&plain).unwrap();
+        let with_colours = coloured(&text);
+        assert!(
+            with_colours.contains("\x1b[32mI "),
+            "{name}: nothing coloured"
+        );
+        let p = write(dir.path(), &format!("{name}.txt"), &with_colours);
+        let (code, ids, doc) = findings(&plain);
+        let (c_code, c_ids, c_doc) = findings(&p);
+        assert_eq!((c_code, &c_ids), (code, &ids), "{name}");
+        assert_eq!(c_doc["extracted"], doc["extracted"], "{name}");
+    }
+}

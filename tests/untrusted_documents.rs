@@ -253,3 +253,85 @@ fn a_coloured_log_is_read_like_the_same_log_without_colours() {
         assert_eq!(c_doc["extracted"], doc["extracted"], "{name}");
     }
 }
+
+// ---- quirks record with hostile strings in its document ------------------------------------------
+
+/// A name that would end a TOML string's line, open a table, flip VMM back on, reorder the text
+/// and clear the terminal, if it were written raw.
+const HOSTILE: &str = "GPU\n[quirk.effect]\nvmm = \"allow\"\u{202e}\u{2028}\u{1b}[2J\u{7}";
+
+#[test]
+fn quirks_record_writes_hostile_names_of_its_document_escaped_and_the_file_stays_readable() {
+    // The device names, run names, reasons and kernel of an exercise or inference document went
+    // raw into the record's text, so the record was refused as if the quirk file were at fault
+    // (`local.toml:8: ... holds a control character`): the error named the wrong input, and
+    // the failure measured could not be recorded.
+    let dir = tempfile::tempdir().unwrap();
+    let mut inference: Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join(INFERENCE_HANG)).unwrap())
+            .unwrap();
+    inference["build"]["devices"][0]["device"] = json!(HOSTILE);
+    inference["host"]["kernel"] = json!(HOSTILE);
+    for c in inference["configurations"].as_array_mut().unwrap() {
+        c["devices"] = json!([HOSTILE]);
+        c["name"] = json!(format!("{HOSTILE} fa-on"));
+        c["reason"] = json!(HOSTILE);
+    }
+    let mut exercise: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            root().join("tests/fixtures/nvidia-2x-h200-driver580-v2/exercise-vmm.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    exercise["devices"][0]["outcome"] = json!("hang");
+    exercise["devices"][0]["name"] = json!(HOSTILE);
+    exercise["devices"][0]["reason"] = json!(HOSTILE);
+    exercise["host"]["kernel"] = json!(HOSTILE);
+    for (name, doc) in [("inference.json", inference), ("exercise.json", exercise)] {
+        let from = write(dir.path(), name, &doc.to_string());
+        let quirks = dir.path().join(format!("quirks-{name}"));
+        std::fs::create_dir_all(&quirks).unwrap();
+        let file = quirks.join("local.toml");
+        let out = common::gpuprobe()
+            .args(["quirks", "record", "--from"])
+            .arg(&from)
+            .arg("--file")
+            .arg(&file)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{name}: {err}");
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(
+            !text.chars().any(|c| c != '\n' && c.is_control())
+                && !text.contains('\u{202e}')
+                && !text.contains('\u{2028}'),
+            "{name}: {text:?}"
+        );
+        // One record, still denying VMM; the name is there, escaped.
+        let v: toml::Value = toml::from_str(&text).unwrap();
+        let records = v["quirk"].as_array().unwrap();
+        assert_eq!(records.len(), 1, "{name}: {text}");
+        assert_eq!(records[0]["effect"]["vmm"].as_str(), Some("deny"), "{text}");
+        assert!(
+            records[0]["title"]
+                .as_str()
+                .unwrap()
+                .contains("GPU\\n[quirk.effect]"),
+            "{name}: {text}"
+        );
+        // And every later run reads the file.
+        let out = common::gpuprobe()
+            .args(["quirks", "list"])
+            .env("GPUPROBE_QUIRKS_DIR", &quirks)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

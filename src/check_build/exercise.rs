@@ -893,14 +893,18 @@ pub fn records(ex: &Exercise) -> (Vec<crate::quirks::record::Record>, Vec<String
         }
         let mut t = Table::new();
         t["id"] = value(&id);
-        t["title"] = value(format!(
+        // The document's strings (device name, reason, kernel) become one line of text each:
+        // a quirk's text may hold no control character, so a hostile name is recorded escaped
+        // rather than making the whole quirk file unreadable.
+        let line = |s: String| crate::neutral::inline(&s).into_owned();
+        t["title"] = value(line(format!(
             "{} ({}): test-backend-ops {what} with the VMM pool, measured here",
             d.name, d.arch
-        ));
-        t["summary"] = value(format!(
+        )));
+        t["summary"] = value(line(format!(
             "{}. A llama.cpp build with the VMM pool did not survive its own operator tests on this device; keep the legacy pool.",
             d.reason.clone().unwrap_or_default()
-        ));
+        )));
         t["severity"] = value("high");
         t["confidence"] = value("medium");
         let mut measured = vec![format!(
@@ -916,7 +920,7 @@ pub fn records(ex: &Exercise) -> (Vec<crate::quirks::record::Record>, Vec<String
         if let Some(b) = ex.binary.build {
             measured.push(format!("llama.cpp build {b}"));
         }
-        t["measured_on"] = value(measured.join(", "));
+        t["measured_on"] = value(line(measured.join(", ")));
         let mut m = Table::new();
         m["vendor"] = value(if ex.binary.backend == BinaryBackend::Hip {
             "amd"
@@ -935,10 +939,10 @@ pub fn records(ex: &Exercise) -> (Vec<crate::quirks::record::Record>, Vec<String
         t["match"] = Item::Table(m);
         let mut e = Table::new();
         e["vmm"] = value("deny");
-        e["warn"] = value(format!(
+        e["warn"] = value(line(format!(
             "measured on this machine: test-backend-ops {what} on {} with the VMM pool",
             d.name
-        ));
+        )));
         t["effect"] = Item::Table(e);
         t["sources"] = value(Array::new());
         out.push(crate::quirks::record::Record { id, table: t });

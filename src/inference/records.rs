@@ -124,6 +124,14 @@ fn measured_on(doc: &Inference) -> String {
     m.join(", ")
 }
 
+/// Text of a record made from the document's own strings (device and run names, reasons, the
+/// kernel): a quirk's text is one line without control characters, so a name holding a newline,
+/// an escape or a bidi control is recorded escaped (`\n`, `\x1b`, `\u{202e}`) rather than
+/// making the whole quirk file unreadable.
+fn one_line(text: &str) -> String {
+    crate::neutral::inline(text).into_owned()
+}
+
 /// The common part: id, title, summary, where measured, and the match on this vendor and
 /// architecture (and, for HIP, this runtime series: a later one may have the fix).
 fn base(
@@ -136,11 +144,11 @@ fn base(
 ) -> Table {
     let mut t = Table::new();
     t["id"] = value(id);
-    t["title"] = value(title);
-    t["summary"] = value(summary);
+    t["title"] = value(one_line(&title));
+    t["summary"] = value(one_line(&summary));
     t["severity"] = value("high");
     t["confidence"] = value("medium");
-    t["measured_on"] = value(measured_on(doc));
+    t["measured_on"] = value(one_line(&measured_on(doc)));
     let mut m = Table::new();
     m["vendor"] = value(vendor);
     m["archs"] = value(Array::from_iter([arch]));
@@ -182,10 +190,10 @@ fn vmm_record(doc: &Inference, vendor: &str, arch: &str, device: &str, r: &RunRe
     );
     let mut e = Table::new();
     e["vmm"] = value("deny");
-    e["warn"] = value(format!(
+    e["warn"] = value(one_line(&format!(
         "measured on this machine: `{}` {what} with the VMM pool",
         r.name
-    ));
+    )));
     t["effect"] = Item::Table(e);
     Record { id, table: t }
 }
@@ -216,11 +224,11 @@ fn warn_record(doc: &Inference, vendor: &str, arch: &str, device: &str, r: &RunR
         format!("{numbers}. Avoid {avoid}."),
     );
     let mut e = Table::new();
-    e["warn"] = value(format!(
+    e["warn"] = value(one_line(&format!(
         "measured on this machine: `{}` {} ({numbers}); avoid {avoid}",
         r.name,
         r.outcome.as_str()
-    ));
+    )));
     t["effect"] = Item::Table(e);
     Record { id, table: t }
 }

@@ -335,3 +335,59 @@ fn quirks_record_writes_hostile_names_of_its_document_escaped_and_the_file_stays
         );
     }
 }
+
+// ---- detect --format nfd -------------------------------------------------------------------------
+
+#[test]
+fn an_nfd_label_that_cannot_be_written_is_named_not_dropped() {
+    // A GPU whose architecture name (as the driver gives it) is too long for a label name lost
+    // its `arch.` and `vmm-smoke.` labels without a word: the node said `gpus=1` and nothing
+    // about that GPU, and the exit code said all was well.
+    let dir = tempfile::tempdir().unwrap();
+    let long = format!("gfx1201{}", "a".repeat(60));
+    let fake = root().join("tests/fake-probes/pass-gfx1201.sh");
+    let probe = write(
+        dir.path(),
+        "probe.sh",
+        &format!(
+            "#!/bin/sh\n'{}' \"$@\" | sed -e 's|\"arch\":\"gfx1201\"|\"arch\":\"{long}\"|'\n",
+            fake.display()
+        ),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(dir.path().join("home")).unwrap();
+    let out = common::gpuprobe()
+        .args(["detect", "--format", "nfd"])
+        .env("HOME", dir.path().join("home"))
+        .env("PATH", "/usr/bin:/bin")
+        .env("ROCM_PATH", dir.path().join("no-rocm"))
+        .env("HIP_PATH", dir.path().join("no-rocm"))
+        .env("CUDA_HOME", dir.path().join("no-cuda"))
+        .env_remove("CUDA_PATH")
+        .env(
+            "GPUPROBE_SYSFS_ROOT",
+            root().join("tests/fixtures/sysfs/2x-r9700-gfx1201"),
+        )
+        .env("GPUPROBE_LIBCUDA", "/nonexistent/libcuda.so.1")
+        .env("GPUPROBE_HIP_PROBE", &probe)
+        .env("FAKE_PROBE_DEVICES", "1")
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let (text, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(text.contains(&format!("{PREFIX}/gpus=1")), "{text}");
+    assert!(!text.contains(&long), "{text}");
+    // Both labels are named (the name as it would have been written: shortened, with a hash).
+    for label in ["arch", "vmm-smoke"] {
+        let named = err.lines().any(|l| {
+            l.contains(&format!("warning: the label `{PREFIX}/{label}.gfx1201aaaa"))
+                && l.contains("is left out")
+        });
+        assert!(named, "{label}: {err}");
+    }
+}

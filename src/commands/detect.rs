@@ -467,7 +467,13 @@ fn nfd_file(report: &Report, expiry_hours: f64) -> Result<String> {
         .into());
     }
     let plan = plan_for_node(report);
-    let mut labels = crate::emit::nfd::labels(report, plan.as_ref());
+    let (mut labels, left_out) = crate::emit::nfd::labels(report, plan.as_ref());
+    for l in &left_out {
+        super::warn(&format!(
+            "the label `{}/{l}` is left out of the feature file: Kubernetes accepts a label name and value of at most 63 characters (letters, digits, `-`, `_`, `.`); check that the GPU's architecture is read right with `gpuprobe detect`",
+            crate::emit::nfd::PREFIX
+        ));
+    }
     if let Some((build, asset)) = super::prebuilt::for_node(report) {
         crate::emit::nfd::add_prebuilt(
             &mut labels,

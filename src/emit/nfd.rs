@@ -87,8 +87,9 @@ fn severity(o: SmokeOutcome) -> u8 {
 /// The labels for this node, by name (without the prefix): GPUs and their architectures, the
 /// runtimes, the VMM smoke outcome per architecture and, from the plan for this node, whether a
 /// VMM build is advised and the build group gpuprobe would use. Every name and value is valid
-/// label syntax.
-pub fn labels(report: &Report, plan: Option<&Plan>) -> BTreeMap<String, String> {
+/// label syntax; a label that cannot be (an architecture name too long for a label name) is
+/// returned apart, as `name=value`, for the caller to name.
+pub fn labels(report: &Report, plan: Option<&Plan>) -> (BTreeMap<String, String>, Vec<String>) {
     let mut l = BTreeMap::new();
     l.insert(
         "gpuprobe-version".into(),
@@ -147,8 +148,14 @@ pub fn labels(report: &Report, plan: Option<&Plan>) -> BTreeMap<String, String> 
             }
         }
     }
-    l.retain(|k, v| name_ok(k) && k.len() + PREFIX.len() < 253 && value_ok(v));
-    l
+    let (kept, left_out): (BTreeMap<_, _>, BTreeMap<_, _>) = l
+        .into_iter()
+        .partition(|(k, v)| name_ok(k) && k.len() + PREFIX.len() < 253 && value_ok(v));
+    let left_out = left_out
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    (kept, left_out)
 }
 
 /// The release asset `gpuprobe prebuilt` picks for the node (and the companion to unpack next to

@@ -99,7 +99,7 @@ fn inference_document(n: usize) -> String {
 fn an_inference_document_with_very_many_devices_is_read_in_linear_time() {
     // Finding each device's runs by searching every run's device list was quadratic.
     let dir = tempfile::tempdir().unwrap();
-    linear::assert_linear("inference devices", 8_000, |n| {
+    linear::assert_linear("inference devices", 25_000, |n| {
         let p = write(dir.path(), "inference.json", &inference_document(n));
         let mut c = common::gpuprobe_process();
         c.args([

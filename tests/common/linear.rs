@@ -9,6 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// CPU seconds (user and system) `cmd` spends; it must exit with 0, 1 or 2 within 300 s.
+// The child is reaped by `wait4`, which also gives its resource usage (`Child::wait` does not).
+#[allow(clippy::zombie_processes)]
 pub fn cpu_seconds(mut cmd: Command, what: &str) -> f64 {
     let child = cmd
         .stdin(Stdio::null())

@@ -391,3 +391,73 @@ fn an_nfd_label_that_cannot_be_written_is_named_not_dropped() {
         assert!(named, "{label}: {err}");
     }
 }
+
+// ---- check-build --log: what the file is, and bytes no log should hold ---------------------------
+
+#[test]
+fn a_log_that_is_no_regular_file_is_refused_by_name_without_waiting() {
+    // Handled before this round, but `--log` had no test of its own: a FIFO would block a read
+    // forever, /dev/zero never ends, a directory or a loop of links is no log.
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo.log");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (a, b) = (dir.path().join("a.log"), dir.path().join("b.log"));
+    std::os::unix::fs::symlink(&b, &a).unwrap();
+    std::os::unix::fs::symlink(&a, &b).unwrap();
+    for (path, says) in [
+        (fifo.as_path(), "FIFO"),
+        (Path::new("/dev/zero"), "character device"),
+        (dir.path(), "directory"),
+        (a.as_path(), "symbolic links"),
+    ] {
+        let t = std::time::Instant::now();
+        let out = common::gpuprobe()
+            .args(["check-build", "--no-probe", "--log"])
+            .arg(path)
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{path:?}: {err}");
+        assert!(
+            err.contains(&format!("--log {}", path.display())) && err.contains(says),
+            "{path:?}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{path:?}: nothing half-written");
+        assert!(
+            t.elapsed().as_secs() < 30,
+            "{path:?} took {:?}",
+            t.elapsed()
+        );
+    }
+}
+
+#[test]
+fn nul_bytes_invalid_utf8_and_a_megabyte_line_do_not_hide_a_failure() {
+    // Handled before this round (lossy decoding, no line limit), untested: the failure of a real
+    // log is still found when its lines carry NUL bytes and invalid UTF-8 and a 1 MiB line of
+    // noise comes first.
+    let dir = tempfile::tempdir().unwrap();
+    let name = "llama-26054-hipvmm-invalid-argument";
+    let plain = root().join(format!("tests/fixtures/llama-logs/{name}.txt"));
+    let text = std::fs::read(&plain).unwrap();
+    let mut hostile = vec![b'x'; 1 << 20];
+    hostile.extend_from_slice(b"\n\x80\xfe\n");
+    for line in text.split_inclusive(|b| *b == b'\n') {
+        hostile.extend_from_slice(&line[..line.len() - 1]);
+        hostile.extend_from_slice(b"\x00\xc3\x28\n");
+    }
+    let p = dir.path().join("hostile.log");
+    std::fs::write(&p, hostile).unwrap();
+    let (code, ids, _) = findings(&plain);
+    let (h_code, h_ids, _) = findings(&p);
+    assert!(
+        ids.iter().any(|i| i == "log-hip-vmm-invalid-argument"),
+        "{ids:?}"
+    );
+    assert_eq!((h_code, h_ids), (code, ids));
+}

@@ -58,6 +58,15 @@ struct FailureCase {
     log: String,
     line: usize,
     expect: String,
+    /// When the report was written (the cases collected in December 2026 carry it).
+    #[serde(default)]
+    date: Option<String>,
+    /// What check-build said when the case was collected, and how right that was.
+    #[serde(default)]
+    before: Option<String>,
+    /// Findings that must not appear: a reading the case corrected.
+    #[serde(default)]
+    absent: Vec<String>,
 }
 
 fn failures() -> Vec<FailureCase> {
@@ -71,7 +80,7 @@ fn failures() -> Vec<FailureCase> {
 #[test]
 fn every_unexplained_failure_line_is_a_problem_that_quotes_it() {
     let cases = failures();
-    assert!(cases.len() >= 15, "the corpus shrank: {}", cases.len());
+    assert!(cases.len() >= 34, "the corpus shrank: {}", cases.len());
     let mut wrong = Vec::new();
     for c in &cases {
         assert!(
@@ -86,6 +95,16 @@ fn every_unexplained_failure_line_is_a_problem_that_quotes_it() {
             .find(|f| f.id == c.expect && f.evidence.iter().any(|q| q.line == c.line));
         let problem =
             r.summary.exit_code != 0 && r.findings.iter().any(|f| f.level >= Level::Warning);
+        for a in &c.absent {
+            if r.findings.iter().any(|f| &f.id == a) {
+                wrong.push(format!(
+                    "{} ({}): `{a}` must not be reported, got:\n{}",
+                    c.what,
+                    c.source,
+                    check_build::render(&r)
+                ));
+            }
+        }
         match found {
             Some(f) if problem && f.level >= Level::Warning => {
                 if c.expect.starts_with("unrecognised-") {
@@ -108,6 +127,35 @@ fn every_unexplained_failure_line_is_a_problem_that_quotes_it() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+}
+
+#[test]
+fn the_december_2026_collection_is_dated_and_records_what_was_said_before() {
+    // 19 logs from public reports that no fixture held, collected to measure check-build on
+    // failures it had not seen: each names its date and what check-build said then.
+    let dated: Vec<FailureCase> = failures()
+        .into_iter()
+        .filter(|c| c.date.is_some())
+        .collect();
+    assert!(dated.len() >= 15, "{}", dated.len());
+    let mut urls = std::collections::BTreeSet::new();
+    for c in &dated {
+        assert!(urls.insert(c.source.clone()), "{}: listed twice", c.source);
+        let date = c.date.as_deref().unwrap_or_default();
+        assert!(
+            date.len() >= 7 && date[..4].parse::<u32>().is_ok_and(|y| y >= 2025),
+            "{}: date `{date}`",
+            c.source
+        );
+        let before = c.before.as_deref().unwrap_or_default();
+        assert!(
+            ["right", "partly", "silent", "wrong"]
+                .iter()
+                .any(|v| before.starts_with(v)),
+            "{}: `before` must start with right / partly / silent / wrong: {before}",
+            c.source
+        );
+    }
 }
 
 #[test]

@@ -959,16 +959,10 @@ const SHORT_OF_TWO: &[&str] = &[
     // level 5 since May 2026). No public log quoting the post-8863 block (`out of memory`,
     // `in function alloc at ...:502`, `err`) was found besides the signature's sources.
     "legacy-pool-oom-after-flush",
-    // `cuMemCreate` under the OOM: #4680 (2023) and #11337 discuss pool OOMs without quoting
-    // the failing call; no public log besides the signature's source was found. Also searched:
-    // `cuMemCreate(&handle, reserve_size, ...)`, koboldcpp's 2024 `ggml_cuda_pool_malloc_vmm`
-    // form, and the web pages; the real-report suite's logs have none. The H200 captures
-    // (nvidia-h200-driver580-pool-oom/, memory held by another process in 75 MiB steps) failed
-    // in cuBLAS and compute_forward first, never in cuMemCreate.
-    "vmm-pool-oom",
-    // koboldcpp#612 quotes it; rocm-systems#2516 and llama.cpp#23900 describe hipMemSetAccess
-    // failing in prose, PR #26054 quotes the HipVMM form (hip-vmm-invalid-argument); hipfire#635
-    // quotes hipMemSetAccess from a program other than llama.cpp.
+    // rocm-systems#2516 and llama.cpp#23900 describe hipMemSetAccess failing in prose, PR #26054
+    // quotes the HipVMM form (hip-vmm-invalid-argument); hipfire#635 quotes hipMemSetAccess from
+    // a program other than llama.cpp. koboldcpp#612 and #1711 quote cuMemSetAccess failing with
+    // `out of memory`: that is the pool running out (vmm-pool-oom), not this defect.
     "vmm-set-access-failed",
     // No public log quoting a failing cuMemMap was found (PR #4606 only shows the check; PR
     // #23732 describes cuMemMap on Jetson without a log).

@@ -10,6 +10,7 @@
 use super::corpus::Quote;
 use super::finding::{Finding, Level};
 use super::input::Input;
+use super::legacy_advice::BuildSeen;
 use super::plan_summary::{PlanGroup, PlanSummary, rebuild_command};
 use super::signatures::{Class, FixKind, Hit, Signature, SignatureTable, Spec};
 use crate::emit::sh_quote;
@@ -18,12 +19,6 @@ use crate::plan::{Flag, Plan};
 use crate::quirks::{Condition, Context, Evaluation, Field, Quirk, SmokeCondition, Tri};
 use crate::report::{Backend, Vendor};
 use crate::version::Version;
-
-/// First build with #23907 ("reserve space for quantize kv-cache at startup", `f8f0a47a5`):
-/// flash attention's K/V conversion buffers no longer grow the legacy pool
-/// (`ggml_cuda_pool_leg` in ggml/src/ggml-cuda/ggml-cuda.cu; the reservation moved into the FA op).
-/// Quirk Q2 names it in its advice; its build range is not a match condition there.
-pub const FA_RESERVE_BUILD: u64 = 9489;
 
 /// One place a quirk is evaluated: a machine device, or a device the build listed.
 #[derive(Debug, Clone)]
@@ -419,41 +414,16 @@ fn legacy_pool_fix(scene: &Scene<'_>, group: Option<&PlanGroup>, fix: &mut Fix) 
         );
         return;
     }
-    let mut advice =
-        vec!["run with an f16 KV cache (-ctk f16 -ctv f16) or a smaller context (-c)".to_string()];
-    let reserve = FA_RESERVE_BUILD;
-    let this = match scene.input.build.value {
-        Some(n) => format!("this is build {n}"),
-        None => {
-            "the log shows an older build (its out-of-memory lines are those of builds before 8863)"
-                .into()
-        }
+    let seen = BuildSeen {
+        number: scene.input.build.value,
+        at_least: scene.min_build,
+        at_most: scene.max_build,
     };
-    // The build, or what the log proves about it.
-    let known = scene
+    let advice = scene
         .input
-        .build
-        .value
-        .or(scene.max_build.filter(|m| *m < 8863))
-        .or(scene.min_build);
-    match known {
-        Some(n) if n < 8863 => advice.push(format!(
-            "use llama.cpp build 8863 or later (it flushes the pool and retries), better {reserve} or later; {this}"
-        )),
-        Some(n) if n < reserve => advice.push(format!(
-            "use llama.cpp build {reserve} or later (it reserves the flash-attention conversion space at start-up)"
-        )),
-        Some(_) => {}
-        None => advice.push(format!(
-            "builds {reserve} and later reserve the flash-attention conversion space at start-up"
-        )),
-    }
-    if group.is_some() {
-        advice.push(
-            "gpuprobe keeps the legacy pool here because VMM is not shown to be safe on this GPU"
-                .into(),
-        );
-    }
+        .signatures
+        .legacy_pool
+        .advice(seen, group.is_some());
     fix.text.push(advice.join("; "));
 }
 
@@ -1016,7 +986,8 @@ fn quirk_finding(
     let mut fix = Fix::default();
     let mut evidence = quirk_evidence(scene, q, subjects);
     if legacy_advice {
-        reason = legacy_reason(&reason, input.build.value);
+        let has = input.signatures.legacy_pool.reason(input.build.value);
+        reason = format!("{reason} {has}");
     }
     if let Some(r) = &e.refuse {
         level = Level::Error;
@@ -1097,21 +1068,6 @@ fn quirk_evidence(scene: &Scene<'_>, q: &Quirk, subjects: &[&Subject]) -> Vec<Qu
         evidence.extend(scene.run_quotes.iter().cloned());
     }
     evidence
-}
-
-/// The legacy-pool advice's reason, with what this build has of #23907.
-fn legacy_reason(reason: &str, build: Option<u64>) -> String {
-    match build {
-        Some(b) if b < FA_RESERVE_BUILD => format!(
-            "{reason} This build ({b}) predates #23907 (build {}).",
-            FA_RESERVE_BUILD
-        ),
-        Some(b) => format!("{reason} This build ({b}) has #23907, which removes the worst of it."),
-        None => format!(
-            "{reason} The build number is unknown: pass --llama-build to know whether it has #23907 (build {}).",
-            FA_RESERVE_BUILD
-        ),
-    }
 }
 
 /// What the input shows of a quirk's `effect.set` flags.

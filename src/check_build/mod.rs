@@ -28,6 +28,7 @@ pub mod runner;
 mod attribute;
 pub mod cmake_unused;
 pub mod input;
+pub mod legacy_advice;
 pub mod open_world;
 pub mod signatures;
 // 4. Ranked findings.

@@ -154,7 +154,9 @@ impl Rules {
                 if self.benign.iter().any(|b| b.is_match(line)) {
                     continue;
                 }
-                if self.components[ci].spec.consequence && self.in_aftermath(at, recognised) {
+                if self.components[ci].spec.consequence
+                    && self.in_aftermath(&src.lines, at, recognised)
+                {
                     continue;
                 }
                 match groups.iter_mut().find(|(c, _)| *c == ci) {
@@ -171,19 +173,28 @@ impl Rules {
 
     /// Within `aftermath` lines after a recognised failure, or `preamble` lines before it (the
     /// op that failed and the abort's own line, which llama.cpp prints around its error line).
-    fn in_aftermath(&self, at: At, recognised: &[At]) -> bool {
+    /// The preamble counts printed lines: a wrapper that writes a blank line after each of
+    /// llama.cpp's (a container's log, llama.cpp#21832) does not push the abort line out of it.
+    fn in_aftermath(&self, lines: &[String], at: At, recognised: &[At]) -> bool {
         recognised.iter().any(|r| {
             r.input == at.input
                 && ((r.line < at.line && at.line - r.line <= self.aftermath)
-                    || (at.line < r.line && r.line - at.line <= self.preamble))
+                    || (at.line < r.line
+                        && lines.get(at.line + 1..=r.line).is_some_and(|between| {
+                            between.iter().filter(|l| !l.trim().is_empty()).count() <= self.preamble
+                        })))
         })
     }
 
     fn finding(&self, corpus: &Corpus, input: usize, c: &Component, lines: &[usize]) -> Finding {
+        let src = corpus.sources.get(input).map_or(&[][..], |s| &s.lines[..]);
         let quotes: Vec<Quote> = lines
             .iter()
             .take(MAX_QUOTED)
-            .filter_map(|&line| corpus.quote(At { input, line }))
+            .flat_map(|&line| wrapped(src, line))
+            .collect::<BTreeSet<usize>>()
+            .into_iter()
+            .filter_map(|line| corpus.quote(At { input, line }))
             .collect();
         let label = corpus
             .sources
@@ -195,7 +206,11 @@ impl Rules {
             1 => String::new(),
             n => format!(" ({} such lines in all, the first quoted)", n),
         };
-        let text = quotes.first().map(|q| q.text.as_str()).unwrap_or("");
+        let text = lines
+            .first()
+            .and_then(|&l| corpus.quote(At { input, line: l }))
+            .map(|q| q.text)
+            .unwrap_or_default();
         Finding::new(
             &format!("unrecognised-{}", c.spec.id),
             Level::Warning,
@@ -212,6 +227,35 @@ impl Rules {
         .fix(c.spec.next.clone())
         .evidence(quotes)
     }
+}
+
+/// A failure line with the lines a terminal or a report wrapped it across: the location
+/// printed alone on the line before (`file.cpp:2225:` then `GGML_ASSERT(...) failed`,
+/// llama.cpp#28525), and the rest of a condition cut inside its parentheses
+/// (`GGML_ASSERT(S` then ` > 0) failed`, ik_llama.cpp#1910).
+fn wrapped(lines: &[String], at: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    let location_only = |l: &str| {
+        let l = l.trim_end();
+        l.ends_with(':')
+            && l.trim_end_matches(':')
+                .rsplit(':')
+                .next()
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    if at > 0 && lines.get(at - 1).is_some_and(|l| location_only(l)) {
+        out.push(at - 1);
+    }
+    out.push(at);
+    let open = |l: &str| l.matches('(').count() > l.matches(')').count();
+    if lines.get(at).is_some_and(|l| open(l))
+        && lines
+            .get(at + 1)
+            .is_some_and(|n| n.starts_with(char::is_whitespace) && !n.trim().is_empty())
+    {
+        out.push(at + 1);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -241,6 +285,39 @@ mod tests {
         assert_eq!(f[0].level, Level::Warning);
         assert_eq!(f[0].evidence[0].line, 2);
         assert!(f[0].title.contains("log:2"), "{}", f[0].title);
+    }
+
+    #[test]
+    fn a_wrapped_failure_is_quoted_whole() {
+        let lines: Vec<String> = [
+            "x",
+            "src/llama-context.cpp:2225:",
+            "A error (n >= 1",
+            "  ) failed",
+            "y",
+        ]
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+        assert_eq!(wrapped(&lines, 2), vec![1, 2, 3]);
+        assert_eq!(wrapped(&lines, 0), vec![0]);
+        let f = rules().findings(
+            &Corpus::single("log", &lines.join("\n")),
+            &BTreeSet::new(),
+            &[],
+        );
+        let quoted: Vec<usize> = f[0].evidence.iter().map(|q| q.line).collect();
+        assert_eq!(quoted, vec![2, 3, 4]);
+        assert!(f[0].title.contains("log:3"), "{}", f[0].title);
+    }
+
+    #[test]
+    fn blank_lines_do_not_push_an_abort_out_of_the_preamble() {
+        let mut r = rules();
+        r.preamble = 2;
+        let c = Corpus::single("log", "Aborted\n\nx\n\nA error\n");
+        let f = r.findings(&c, &BTreeSet::new(), &[At { input: 0, line: 4 }]);
+        assert!(f.iter().all(|f| f.id != "unrecognised-crash"), "{f:?}");
     }
 
     #[test]

@@ -12,6 +12,7 @@ use super::cmake_unused::{self, UnusedVariable};
 use super::corpus::{At, Corpus, Quote};
 use super::finding::{Finding, Level};
 use super::kernel::{self, AmdFault, FaultKind};
+use super::legacy_advice::{self, LegacyAdvice};
 use super::open_world;
 use super::pattern::compile;
 use crate::error::{Error, Result};
@@ -31,6 +32,7 @@ struct SignatureFile {
     cmake_unused: Option<cmake_unused::Heading>,
     #[serde(default)]
     line_vendor: LineVendor,
+    legacy_pool: legacy_advice::Spec,
 }
 
 /// `[line_vendor]`: what only one vendor's builds print, so that a line a signature matches for
@@ -187,7 +189,7 @@ pub struct Signature {
 }
 
 /// Every row, in file order (the order in which rows claim lines).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct SignatureTable {
     pub rows: Vec<Signature>,
     /// What a failure-looking line that no row claims is named as.
@@ -196,6 +198,8 @@ pub struct SignatureTable {
     pub unused_variables: cmake_unused::Table,
     /// Which vendor a line names.
     pub line_vendor: LineVendor,
+    /// What to tell a user whose legacy pool ran out of memory (`fix = "legacy-pool"`).
+    pub legacy_pool: LegacyAdvice,
 }
 
 /// One place a signature was found.
@@ -320,11 +324,13 @@ impl SignatureTable {
             });
         }
         let heading = cmake_heading(file.cmake_unused, origin)?;
+        let legacy_pool = LegacyAdvice::load(file.legacy_pool, quirks, origin)?;
         Ok(SignatureTable {
             rows,
             open_world,
             unused_variables: cmake_unused::Table::new(heading, file.unused_variable),
             line_vendor: file.line_vendor,
+            legacy_pool,
         })
     }
 

@@ -419,12 +419,10 @@ fn legacy_pool_fix(scene: &Scene<'_>, group: Option<&PlanGroup>, fix: &mut Fix) 
         at_least: scene.min_build,
         at_most: scene.max_build,
     };
-    let advice = scene
-        .input
-        .signatures
-        .legacy_pool
-        .advice(seen, group.is_some());
-    fix.text.push(advice.join("; "));
+    // The table always has the advice when a row asks for this fix (SignatureTable::load).
+    if let Some(a) = &scene.input.signatures.legacy_pool {
+        fix.text.push(a.advice(seen, group.is_some()).join("; "));
+    }
 }
 
 /// The vendor a hit's line names by what only its builds print (`[line_vendor]` in the table),
@@ -985,9 +983,8 @@ fn quirk_finding(
     let mut reason = e.warn.clone().unwrap_or_else(|| q.summary.clone());
     let mut fix = Fix::default();
     let mut evidence = quirk_evidence(scene, q, subjects);
-    if legacy_advice {
-        let has = input.signatures.legacy_pool.reason(input.build.value);
-        reason = format!("{reason} {has}");
+    if legacy_advice && let Some(a) = &input.signatures.legacy_pool {
+        reason = format!("{reason} {}", a.reason(input.build.value));
     }
     if let Some(r) = &e.refuse {
         level = Level::Error;

@@ -186,6 +186,7 @@ mod tests {
         crate::check_build::signatures::SignatureTable::bundled(&k.quirks)
             .expect("bundled signatures")
             .legacy_pool
+            .expect("the bundled table has [legacy_pool]")
     }
 
     #[test]

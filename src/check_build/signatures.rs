@@ -32,7 +32,8 @@ struct SignatureFile {
     cmake_unused: Option<cmake_unused::Heading>,
     #[serde(default)]
     line_vendor: LineVendor,
-    legacy_pool: legacy_advice::Spec,
+    #[serde(default)]
+    legacy_pool: Option<legacy_advice::Spec>,
 }
 
 /// `[line_vendor]`: what only one vendor's builds print, so that a line a signature matches for
@@ -198,8 +199,9 @@ pub struct SignatureTable {
     pub unused_variables: cmake_unused::Table,
     /// Which vendor a line names.
     pub line_vendor: LineVendor,
-    /// What to tell a user whose legacy pool ran out of memory (`fix = "legacy-pool"`).
-    pub legacy_pool: LegacyAdvice,
+    /// What to tell a user whose legacy pool ran out of memory (`fix = "legacy-pool"`): present
+    /// whenever a row asks for that fix.
+    pub legacy_pool: Option<LegacyAdvice>,
 }
 
 /// One place a signature was found.
@@ -324,7 +326,29 @@ impl SignatureTable {
             });
         }
         let heading = cmake_heading(file.cmake_unused, origin)?;
-        let legacy_pool = LegacyAdvice::load(file.legacy_pool, quirks, origin)?;
+        let legacy_pool = match file.legacy_pool {
+            Some(spec) => Some(LegacyAdvice::load(spec, quirks, origin)?),
+            None => match rows.iter().find(|r| {
+                r.spec.fix == FixKind::LegacyPool
+                    || r.spec
+                        .explains
+                        .iter()
+                        .any(|e| e.fix == Some(FixKind::LegacyPool))
+            }) {
+                Some(r) => {
+                    return Err(Error::Input {
+                        input: origin.to_string(),
+                        line: crate::toml_file::line_of_id(text, &r.spec.id),
+                        message: format!(
+                            "signature `{}` asks for the legacy-pool fix and there is no `[legacy_pool]` table to render it",
+                            r.spec.id
+                        ),
+                        fix: "add the `[legacy_pool]` table (see the header of profiles/log-signatures.toml)".into(),
+                    });
+                }
+                None => None,
+            },
+        };
         Ok(SignatureTable {
             rows,
             open_world,
@@ -620,6 +644,16 @@ mod tests {
         assert_eq!(named("CUDA error: out of memory"), None);
         let none = SignatureTable::load("", "empty.toml", &quirks()).expect("load");
         assert_eq!(none.line_vendor.named_by("ROCm error: out of memory"), None);
+    }
+
+    #[test]
+    fn a_legacy_pool_fix_without_its_advice_is_refused() {
+        let text = "[[signature]]\nid = \"x\"\ntitle = \"t\"\nlog = \"llama\"\nclass = \"oom\"\nmatch = ['a']\nfix = \"legacy-pool\"\nsources = [\"https://example.org\"]\n";
+        let e = SignatureTable::load(text, "sig.toml", &quirks())
+            .expect_err("no [legacy_pool]")
+            .to_string();
+        assert!(e.contains("[legacy_pool]"), "{e}");
+        assert!(e.starts_with("sig.toml:2:"), "{e}");
     }
 
     #[test]

@@ -829,6 +829,9 @@ fn git(dir: &Path, args: &[&str]) {
         .arg("-C")
         .arg(dir)
         .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+        // `commit` would start `git maintenance run --auto` in the background, which can open the
+        // FIFO a test puts at objects/info/alternates afterwards and block there for ever.
+        .args(["-c", "maintenance.auto=false", "-c", "gc.auto=0"])
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())

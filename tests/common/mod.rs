@@ -22,20 +22,10 @@ pub const HOST_VARIABLES: &[&str] = &[
 /// probe program built by a test lands under cargo's scratch folder for tests, never in the
 /// developer's `~/.cache/gpuprobe`.
 pub fn gpuprobe() -> Command {
-    let mut c = Command::cargo_bin("gpuprobe").expect("the gpuprobe binary is built");
-    c.env("XDG_CONFIG_HOME", "/nonexistent-gpuprobe-config");
-    c.env(
-        "XDG_CACHE_HOME",
-        concat!(env!("CARGO_TARGET_TMPDIR"), "/xdg-cache"),
-    );
-    for v in HOST_VARIABLES {
-        c.env_remove(v);
-    }
-    c
+    Command::from_std(gpuprobe_process())
 }
 
 /// [`gpuprobe`] as a `std::process::Command`, for tests that wait on the process themselves.
-#[allow(dead_code)]
 pub fn gpuprobe_process() -> std::process::Command {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_gpuprobe"));
     c.env("XDG_CONFIG_HOME", "/nonexistent-gpuprobe-config");
